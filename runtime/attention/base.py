@@ -1,0 +1,30 @@
+"""The attention backend interface between the model and the paged KV pool."""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+from ..forward_batch import ForwardBatch
+
+
+class AttentionBackend(ABC):
+    """Stores new K/V into the pool and attends over each request's slots.
+
+    One instance per engine; it holds the KVPool. `init_forward_metadata` runs once per batch (index tensors
+    shared by all layers), `forward` once per layer."""
+
+    def __init__(self, kv_pool):
+        self.kv_pool = kv_pool
+
+    @abstractmethod
+    def init_forward_metadata(self, fb: ForwardBatch) -> None:
+        """Sets fb.attn_metadata. Must be called before the first layer's forward."""
+
+    @abstractmethod
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
+                fb: ForwardBatch, scale: float) -> torch.Tensor:
+        """q: [T, Hq, D]; k, v: [T, Hkv, D] (post-rotary) for the batch's new tokens.
+
+        Mutates the pool: writes k, v of layer `layer_id` at fb.out_cache_loc. Returns [T, Hq, D]: each new
+        token attends to its request's cached prefix and causally to the request's new tokens."""

@@ -8,6 +8,7 @@ the original Hugging Face model applies.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,12 @@ class TokenizerMetadata:
     eos_token_id: int | None
     add_bos_token: bool
     chat_template: str | None
+
+
+@lru_cache(maxsize=4)
+def open_gguf(path: str) -> "GGUFFile":
+    """GGUFFile for a resolved path, opened once per process (parsing the metadata takes seconds)."""
+    return GGUFFile(path)
 
 
 class GGUFFile:
@@ -129,5 +136,5 @@ class GGUFFile:
                 w = unpermute_rotary_rows(w, cfg.num_heads) if cfg.architecture != "qwen2" else w
             elif t.name.endswith("attn_k.weight") or t.name.endswith("attn_k.bias"):
                 w = unpermute_rotary_rows(w, cfg.num_kv_heads) if cfg.architecture != "qwen2" else w
-            out[t.name] = torch.from_numpy(np.ascontiguousarray(w))
+            out[t.name] = torch.from_numpy(np.array(w, dtype=np.float32, order="C"))  # own, writable copy
         return out

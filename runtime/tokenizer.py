@@ -154,9 +154,9 @@ class IncrementalDetokenizer:
 def _tokenizer_from_gguf(path: Path) -> Tokenizer:
     from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
 
-    from .gguf_loader import GGUFFile, GGUFError
+    from .gguf_loader import GGUFError, open_gguf
 
-    meta = GGUFFile(path).tokenizer_metadata()
+    meta = open_gguf(str(path.resolve())).tokenizer_metadata()
     if meta.model != "gpt2":
         raise GGUFError(f"GGUF file {str(path)!r} has tokenizer model {meta.model!r}; sglite builds byte-level BPE "
                         "('gpt2') tokenizers from GGUF. Use a Hugging Face folder with tokenizer.json instead.")

@@ -69,7 +69,7 @@ def weights_from_hf(folder: Path) -> dict[str, torch.Tensor]:
 def load_config_and_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     if path.is_dir():
         return config_from_hf(path), weights_from_hf(path)
-    from .gguf_loader import GGUFFile
+    from .gguf_loader import open_gguf
 
-    f = GGUFFile(path)
+    f = open_gguf(str(path.resolve()))
     return f.config(), f.load_weights()

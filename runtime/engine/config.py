@@ -1,0 +1,58 @@
+"""EngineConfig: every engine option in one frozen dataclass, validated at construction."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+SCHEDULE_POLICIES = ("lpm", "fcfs")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_running_requests: int = 64        # requests decoding at once (also rows of the req -> token table)
+    max_total_tokens: int | None = None   # KV pool slots; None: enough for max_running_requests x 2048 tokens
+    chunked_prefill_size: int = 2048      # prefill tokens per step; a longer prompt is split (-1: never split)
+    max_prefill_tokens: int = 16384       # prefill tokens admitted per step when not chunking
+    schedule_policy: str = "lpm"          # "lpm" (longest cached prefix first) or "fcfs"
+    disable_radix_cache: bool = False
+    attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)
+    enable_jump_forward: bool = True
+    device: str = "cpu"
+    seed: int = 0                         # seeds requests that give no seed of their own
+    background: bool = True               # run the scheduling loop in a daemon thread
+    max_context: int | None = None        # None: the model's context length
+    in_batch_prefix_threshold: int = 32   # defer a waiting request sharing this many uncached tokens with one admitted
+
+    def __post_init__(self) -> None:
+        def bad(key: str, why: str) -> ValueError:
+            return ValueError(f"EngineConfig.{key} {why}, got {getattr(self, key)!r}")
+
+        for key in ("max_running_requests", "max_prefill_tokens"):
+            if not isinstance(getattr(self, key), int) or getattr(self, key) < 1:
+                raise bad(key, "must be a positive int")
+        if self.max_total_tokens is not None and (not isinstance(self.max_total_tokens, int)
+                                                   or self.max_total_tokens < 2):
+            raise bad("max_total_tokens", "must be an int >= 2 or None")
+        if not isinstance(self.chunked_prefill_size, int) or (self.chunked_prefill_size < 1
+                                                               and self.chunked_prefill_size != -1):
+            raise bad("chunked_prefill_size", "must be a positive int or -1 (off)")
+        if self.schedule_policy not in SCHEDULE_POLICIES:
+            raise bad("schedule_policy", f"must be one of {SCHEDULE_POLICIES}")
+        if self.max_context is not None and (not isinstance(self.max_context, int) or self.max_context < 2):
+            raise bad("max_context", "must be an int >= 2 or None")
+        if self.in_batch_prefix_threshold < 1:
+            raise bad("in_batch_prefix_threshold", "must be >= 1")
+
+    @classmethod
+    def from_kwargs(cls, **kwargs) -> "EngineConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise ValueError(f"unknown Engine option(s) {unknown}; known options: {sorted(known)}")
+        return cls(**kwargs)
+
+    @property
+    def prefill_budget(self) -> int:
+        """Prefill tokens one step may compute."""
+        if self.chunked_prefill_size == -1:
+            return self.max_prefill_tokens
+        return min(self.chunked_prefill_size, self.max_prefill_tokens)

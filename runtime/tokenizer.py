@@ -123,32 +123,35 @@ class Tokenizer:
 class IncrementalDetokenizer:
     """Turns a growing list of token ids into text deltas; holds back bytes of an incomplete UTF-8 character.
 
-    Invariant: the concatenation of all returned deltas == tok.decode(all ids so far) minus a trailing
-    incomplete character (which appears once its last byte arrives)."""
+    Decodes a short window that starts one emitted step back, so tokenizers whose decoding depends on the
+    previous token (SentencePiece's leading space) stream correctly too. Invariant: the concatenation of all
+    returned deltas (after flush) == tok.decode(all ids)."""
 
     def __init__(self, tokenizer: Tokenizer, skip_special_tokens: bool = False):
         self.tok = tokenizer
         self.skip_special_tokens = skip_special_tokens
         self.ids: list[int] = []
-        self.emitted = ""        # all text returned so far
-        self._prefix_offset = 0  # ids before this index are fully emitted; decoding restarts here
+        self._prefix_offset = 0  # window start: ids[_prefix_offset:_read_offset] were decoded last step
+        self._read_offset = 0    # ids before this are emitted
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tok.decode(ids, skip_special_tokens=self.skip_special_tokens)
 
     def push(self, token_ids: Iterable[int]) -> str:
         self.ids.extend(token_ids)
-        text = self.tok.decode(self.ids[self._prefix_offset:], skip_special_tokens=self.skip_special_tokens)
-        if text.endswith("\ufffd"):
-            return ""  # wait for the rest of the character
-        # byte-level BPE decodes token by token without context, so the next window starts here
-        self._prefix_offset = len(self.ids)
-        self.emitted += text
-        return text
+        prefix = self._decode(self.ids[self._prefix_offset:self._read_offset])
+        text = self._decode(self.ids[self._prefix_offset:])
+        if len(text) <= len(prefix) or text.endswith("\ufffd"):
+            return ""  # nothing new, or the last character is still incomplete
+        self._prefix_offset, self._read_offset = self._read_offset, len(self.ids)
+        return text[len(prefix):]
 
     def flush(self) -> str:
-        """Whatever is left at the end of the sequence (replacement chars for a dangling partial char)."""
-        text = self.tok.decode(self.ids[self._prefix_offset:], skip_special_tokens=self.skip_special_tokens)
-        self._prefix_offset = len(self.ids)
-        self.emitted += text
-        return text
+        """Whatever is held back at the end of the sequence (a dangling partial character decodes as U+FFFD)."""
+        prefix = self._decode(self.ids[self._prefix_offset:self._read_offset])
+        text = self._decode(self.ids[self._prefix_offset:])
+        self._prefix_offset = self._read_offset = len(self.ids)
+        return text[len(prefix):]
 
 
 def _tokenizer_from_gguf(path: Path) -> Tokenizer:

@@ -1,0 +1,136 @@
+"""The FastAPI app: routes, error rendering, and the guard middleware, around one running Engine.
+
+    app = create_app(engine, ModelInfo.from_model(model), api_key=None)
+
+Handlers only await the engine's async streams (see engine_client.py); nothing here blocks the engine loop."""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+
+from .errors import APIError
+from .metrics import ServerMetrics
+from .middleware import GuardMiddleware
+from .model_info import ModelInfo
+from .native_api import NativeServing
+from .openai_api import OpenAIServing
+from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest
+
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str | None = None,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
+    """An ASGI app serving `engine`. The engine must already run its loop in a background thread."""
+    info = model_info or ModelInfo.from_engine(engine)
+    get_stats = getattr(engine, "get_stats", None)
+    metrics = ServerMetrics(get_stats)
+    openai = OpenAIServing(engine, info, metrics)
+    native = NativeServing(engine, info, metrics)
+    created = int(time.time())
+
+    app = FastAPI(title="sglite", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.engine, app.state.model_info, app.state.metrics = engine, info, metrics
+    app.add_middleware(GuardMiddleware, api_key=api_key, max_body_bytes=max_body_bytes, metrics=metrics)
+    _install_error_handlers(app)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+        return await openai.chat(body, request)
+
+    @app.post("/v1/completions")
+    async def completions(body: CompletionRequest, request: Request) -> Response:
+        return await openai.completions(body, request)
+
+    @app.get("/v1/models")
+    async def models() -> dict:
+        return {"object": "list", "data": [{"id": info.name, "object": "model", "created": created,
+                                             "owned_by": "sglite", "root": info.path or info.name,
+                                             "max_model_len": info.max_context}]}
+
+    @app.post("/generate")
+    async def generate(body: GenerateRequest, request: Request) -> Response:
+        return await native.generate(body, request)
+
+    @app.get("/health")
+    async def health() -> Response:
+        return PlainTextResponse("ok")
+
+    @app.get("/get_model_info")
+    async def get_model_info() -> dict:
+        return native.model_info()
+
+    @app.get("/get_server_info")
+    async def get_server_info() -> dict:
+        stats = await asyncio.to_thread(get_stats) if get_stats else {}
+        return {**native.model_info(), "stats": stats}
+
+    @app.api_route("/flush_cache", methods=["POST", "GET"])
+    async def flush_cache() -> Response:
+        ok = await asyncio.to_thread(engine.flush_cache)  # takes the engine's lock; keep it off the event loop
+        if ok is False:
+            raise APIError(400, "cache not flushed: requests are still running; retry when the server is idle",
+                           code="cache_busy")
+        return JSONResponse({"success": True, "message": "cache flushed"})
+
+    @app.get("/metrics")
+    async def get_metrics() -> Response:
+        body = await asyncio.to_thread(metrics.render)
+        return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    return app
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(APIError)
+    async def api_error(_: Request, exc: APIError) -> Response:
+        return JSONResponse(exc.body(), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse(validation_to_api_error(exc.errors()).body(), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed", 413: "request_too_large"}.get(exc.status_code)
+        err = APIError(exc.status_code, str(exc.detail), code=code)
+        return JSONResponse(err.body(), status_code=exc.status_code, headers=getattr(exc, "headers", None))
+
+
+def validation_to_api_error(errors: list[dict]) -> APIError:
+    """pydantic's error list -> one 400 naming the first bad field, e.g. param 'messages[0].role'."""
+    if not errors:
+        return APIError(400, "invalid request body", code="invalid_request")
+    e = errors[0]
+    if e.get("type") == "json_invalid":
+        detail = (e.get("ctx") or {}).get("error", "")
+        return APIError(400, f"the request body is not valid JSON ({detail} at character {e['loc'][-1]})",
+                        code="invalid_json")
+    loc = [p for p in e.get("loc", ()) if p != "body"]
+    # unions report every branch ('prompt.str', 'prompt.list[int]'); keep the field path only
+    path = ""
+    for p in loc:
+        if isinstance(p, int):
+            path += f"[{p}]"
+        elif "[" in str(p) or p in ("str", "int", "float", "bool", "dict", "list"):
+            break
+        else:
+            path += ("." if path else "") + str(p)
+    if e.get("type") == "missing" and not path:
+        return APIError(400, "the request body must be a JSON object", code="invalid_request")
+    if e.get("type") == "extra_forbidden":
+        return APIError(400, f"unrecognized request argument supplied: {path}", param=path,
+                        code="unknown_parameter")
+    if e.get("type") == "model_attributes_type" or (not path and e.get("type", "").endswith("_type")):
+        return APIError(400, "the request body must be a JSON object", code="invalid_request")
+    message = f"invalid value for '{path}': {e.get('msg')}" if path else str(e.get("msg"))
+    if "input" in e and e.get("type") != "missing":
+        message += f" (got {str(e['input'])[:80]!r})"
+    return APIError(400, message, param=path or None, code="invalid_type" if "type" in e.get("type", "") else
+                    "invalid_value")

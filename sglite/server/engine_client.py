@@ -1,0 +1,233 @@
+"""The one place the server talks to the engine.
+
+The engine runs its scheduling loop in its own thread; handlers live on the asyncio event loop. Each request
+gets a `RequestStream`: a small pump task iterates the engine's async stream and puts chunks on an
+`asyncio.Queue`, and the handler reads the queue. The handler never calls into the engine's blocking paths,
+and cancelling the handler (client gone) never throws into the engine's generator: it only asks the pump to
+abort the request by id, and the pump drains the stream until the engine confirms the abort.
+"""
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from .errors import APIError, from_value_error
+from .metrics import ServerMetrics
+
+_END = object()
+
+
+@dataclass(frozen=True)
+class GenerateCall:
+    """One engine request: the arguments of `Engine.async_generate` for a single prompt."""
+
+    sampling_params: dict[str, Any]
+    input_ids: list[int] | None = None
+    text: str | None = None
+    return_logprob: bool = False
+    logprob_start_len: int | None = None
+    top_logprobs_num: int = 0
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"sampling_params": self.sampling_params, "return_logprob": self.return_logprob,
+                              "top_logprobs_num": self.top_logprobs_num, "stream": True}
+        if self.logprob_start_len is not None:
+            kw["logprob_start_len"] = self.logprob_start_len
+        if self.input_ids is not None:
+            kw["input_ids"] = self.input_ids
+        else:
+            kw["prompt"] = self.text
+        return kw
+
+
+@dataclass
+class Delta:
+    """What one engine chunk added: text, token ids, and (when asked) their logprobs."""
+
+    text: str
+    token_ids: list[int]
+    token_logprobs: list[tuple]          # (logprob, token_id, text) per new output token
+    top_logprobs: list[list[tuple]]      # per new output token, its top-k alternatives
+
+
+def _new_items(items: list | None, seen: int, total: int) -> list:
+    """New entries of a per-output-token list from a stream chunk. Works whether the engine sends the list
+    cumulatively (len == total tokens so far) or as an increment (len == total - seen)."""
+    if not items:
+        return []
+    if len(items) == total and total >= seen:
+        return list(items[seen:])
+    return list(items)
+
+
+@dataclass
+class Accumulated:
+    """The whole response so far, built from stream chunks."""
+
+    text: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    output_token_logprobs: list[tuple] = field(default_factory=list)
+    output_top_logprobs: list[list[tuple]] = field(default_factory=list)
+    meta_info: dict[str, Any] = field(default_factory=dict)
+    finished: bool = False
+
+    def add(self, chunk: dict[str, Any]) -> Delta:
+        meta = dict(chunk.get("meta_info") or {})
+        seen = len(self.output_ids)
+        ids = chunk.get("output_ids") or []
+        total = int(meta.get("completion_tokens", seen + len(ids)))
+        new_ids = _new_items(ids, seen, total)
+        new_lp = _new_items(meta.get("output_token_logprobs"), len(self.output_token_logprobs), total)
+        new_top = _new_items(meta.get("output_top_logprobs"), len(self.output_top_logprobs), total)
+        text = chunk.get("text") or ""
+        self.text += text
+        self.output_ids += new_ids
+        self.output_token_logprobs += new_lp
+        self.output_top_logprobs += new_top
+        for key in ("input_token_logprobs", "input_top_logprobs"):  # keep the first full copy we see
+            if key in self.meta_info and key in meta and meta[key] is not None:
+                if len(meta[key]) < len(self.meta_info[key] or []):
+                    meta[key] = self.meta_info[key]
+        self.meta_info.update(meta)
+        if self.output_token_logprobs:
+            self.meta_info["output_token_logprobs"] = self.output_token_logprobs
+            self.meta_info["output_top_logprobs"] = self.output_top_logprobs
+        if meta.get("finish_reason"):
+            self.finished = True
+        return Delta(text, new_ids, new_lp, new_top)
+
+    def result(self) -> dict[str, Any]:
+        """The same shape `Engine.generate` returns for a finished request."""
+        return {"text": self.text, "output_ids": self.output_ids, "meta_info": self.meta_info}
+
+    @property
+    def finish_type(self) -> str | None:
+        reason = self.meta_info.get("finish_reason")
+        return reason.get("type") if isinstance(reason, dict) else reason
+
+
+class RequestStream:
+    """A running engine request. `await start()` once (raises APIError(400) when the engine rejects the
+    request), then iterate `deltas()`; `cancel()` aborts it. Mutates `acc` as chunks arrive."""
+
+    def __init__(self, engine: Any, call: GenerateCall, metrics: ServerMetrics | None = None):
+        self.engine = engine
+        self.call = call
+        self.metrics = metrics
+        self.acc = Accumulated()
+        self.rid: str | None = None
+        self._queue: asyncio.Queue = asyncio.Queue()
+        self._abort_wanted = False
+        self._pump_task: asyncio.Task | None = None
+        self._first: Any = None
+        self._t0 = time.perf_counter()
+        self._t_last = self._t0
+        self._ttft_seen = False
+
+    async def start(self) -> None:
+        self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+        self._first = await self._queue.get()
+        if isinstance(self._first, BaseException):
+            self._pump_task = None
+            raise _to_api_error(self._first)
+
+    async def deltas(self) -> AsyncIterator[Delta]:
+        """Yields one Delta per engine chunk until the request finishes."""
+        item, self._first = self._first, None
+        if item is None:
+            item = await self._queue.get()
+        while item is not _END:
+            if isinstance(item, BaseException):
+                raise _to_api_error(item)
+            yield self._record(self.acc.add(item))
+            item = await self._queue.get()
+        self._finish_metrics()
+
+    async def result(self) -> dict[str, Any]:
+        async for _ in self.deltas():
+            pass
+        return self.acc.result()
+
+    def cancel(self) -> None:
+        """Abort the request (idempotent). Safe from a finally block of a cancelled task."""
+        if self.acc.finished or self._abort_wanted:
+            return
+        self._abort_wanted = True
+        if self.rid is not None:
+            self.engine.abort(self.rid)
+        if self.metrics is not None:
+            self.metrics.aborted_by_client.inc()
+
+    async def _pump(self) -> None:
+        if self.metrics is not None:
+            self.metrics.inflight.inc()
+        try:
+            stream = self.engine.async_generate(**self.call.engine_kwargs())
+            if inspect.isawaitable(stream):
+                stream = await stream
+            async for chunk in stream:
+                if self.rid is None:
+                    self.rid = (chunk.get("meta_info") or {}).get("id")
+                    if self._abort_wanted and self.rid is not None:
+                        self.engine.abort(self.rid)
+                self._queue.put_nowait(chunk)
+        except asyncio.CancelledError:
+            self._queue.put_nowait(RuntimeError("server is shutting down"))
+            raise
+        except BaseException as e:  # handed to the reader, which turns it into an HTTP error
+            self._queue.put_nowait(e)
+        finally:
+            self._queue.put_nowait(_END)
+            if self.metrics is not None:
+                self.metrics.inflight.dec()
+
+    def _record(self, delta: Delta) -> Delta:
+        if self.metrics is None or not delta.token_ids:
+            return delta
+        now = time.perf_counter()
+        if not self._ttft_seen:
+            self._ttft_seen = True
+            self.metrics.ttft.observe(now - self._t0)
+            extra = len(delta.token_ids) - 1
+        else:
+            extra = len(delta.token_ids)
+        if extra > 0:
+            self.metrics.tpot.observe((now - self._t_last) / extra)
+        self._t_last = now
+        return delta
+
+    def _finish_metrics(self) -> None:
+        m, meta = self.metrics, self.acc.meta_info
+        if m is None:
+            return
+        m.prompt_tokens.inc(int(meta.get("prompt_tokens") or 0))
+        m.generation_tokens.inc(int(meta.get("completion_tokens") or len(self.acc.output_ids)))
+        m.cached_tokens.inc(int(meta.get("cached_tokens") or 0))
+        m.finished.labels(reason=str(self.acc.finish_type or "unknown")).inc()
+        m.e2e_latency.observe(time.perf_counter() - self._t0)
+
+
+def _to_api_error(err: BaseException) -> APIError:
+    if isinstance(err, APIError):
+        return err
+    if isinstance(err, ValueError):
+        return from_value_error(err)
+    if isinstance(err, TypeError):
+        return APIError(400, str(err), code="invalid_type")
+    return APIError(500, f"internal error: {type(err).__name__}: {err}", code="internal_error")
+
+
+async def start_all(engine: Any, calls: list[GenerateCall], metrics: ServerMetrics | None) -> list[RequestStream]:
+    """Start every call; if any is rejected, abort the ones already started and raise its error."""
+    streams = [RequestStream(engine, c, metrics) for c in calls]
+    results = await asyncio.gather(*(s.start() for s in streams), return_exceptions=True)
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if errors:
+        for s, r in zip(streams, results):
+            if not isinstance(r, BaseException):
+                s.cancel()
+        raise errors[0]
+    return streams

@@ -1,0 +1,106 @@
+"""Prometheus metrics for `GET /metrics`, in a registry owned by one app (no process-wide globals, so two
+servers in one process, as in tests, keep separate counts).
+
+Counters and histograms are updated by the request path; engine state (queue length, KV pool use, cache hit
+rate) is read from `engine.get_stats()` at scrape time by a custom collector."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5)
+
+# engine.get_stats() key -> (metric name, help). First key present wins for each metric name.
+ENGINE_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("num_running_reqs", "sglite_num_running_requests", "Requests in the running batch"),
+    ("num_running_requests", "sglite_num_running_requests", "Requests in the running batch"),
+    ("running", "sglite_num_running_requests", "Requests in the running batch"),
+    ("num_waiting_reqs", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
+    ("num_waiting_requests", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
+    ("num_queue_reqs", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
+    ("queue_length", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
+    ("waiting", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
+    ("cache_hit_rate", "sglite_cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens"),
+    ("token_usage", "sglite_kv_pool_usage", "Fraction of KV pool slots in use"),
+    ("kv_pool_usage", "sglite_kv_pool_usage", "Fraction of KV pool slots in use"),
+    ("used_slots", "sglite_kv_pool_used_slots", "KV pool slots in use (running requests + prefix cache)"),
+    ("kv_used_slots", "sglite_kv_pool_used_slots", "KV pool slots in use (running requests + prefix cache)"),
+    ("available_slots", "sglite_kv_pool_free_slots", "KV pool slots free"),
+    ("free_slots", "sglite_kv_pool_free_slots", "KV pool slots free"),
+    ("kv_free_slots", "sglite_kv_pool_free_slots", "KV pool slots free"),
+    ("total_slots", "sglite_kv_pool_total_slots", "KV pool slots in all"),
+    ("max_total_tokens", "sglite_kv_pool_total_slots", "KV pool slots in all"),
+    ("cached_slots", "sglite_kv_pool_cached_slots", "KV pool slots held by the prefix cache"),
+    ("evictable_size", "sglite_kv_pool_cached_slots", "KV pool slots held by the prefix cache"),
+    ("forward_passes", "sglite_forward_passes", "Model forward passes so far"),
+    ("num_forward_passes", "sglite_forward_passes", "Model forward passes so far"),
+)
+
+
+class _EngineStatsCollector:
+    def __init__(self, get_stats: Callable[[], dict[str, Any]]):
+        self.get_stats = get_stats
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        try:
+            stats = flatten_stats(self.get_stats())
+        except Exception:  # a scrape must never fail because the engine is busy or shutting down
+            return []
+        out, done = [], set()
+        for key, name, doc in ENGINE_GAUGES:
+            value = stats.get(key)
+            if name in done or not isinstance(value, (int, float)) or isinstance(value, bool):
+                continue
+            done.add(name)
+            out.append(GaugeMetricFamily(name, doc, value=float(value)))
+        return out
+
+
+def flatten_stats(stats: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"pool": {"used_slots": 3}} -> {"used_slots": 3, "pool.used_slots": 3} (short names keep the first)."""
+    flat: dict[str, Any] = {}
+    for k, v in (stats or {}).items():
+        if isinstance(v, dict):
+            for fk, fv in flatten_stats(v, f"{prefix}{k}.").items():
+                flat.setdefault(fk, fv)
+                flat.setdefault(fk.rsplit(".", 1)[-1], fv)
+        else:
+            flat.setdefault(f"{prefix}{k}", v)
+            flat.setdefault(k, v)
+    return flat
+
+
+class ServerMetrics:
+    """All metrics of one server. Thread-safe (prometheus_client's types are)."""
+
+    def __init__(self, get_stats: Callable[[], dict[str, Any]] | None = None):
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.http_requests = Counter("sglite_http_requests", "HTTP requests by path and status code",
+                                     ["path", "code"], registry=r)
+        self.finished = Counter("sglite_requests_finished", "Generation requests finished, by finish reason",
+                                ["reason"], registry=r)
+        self.aborted_by_client = Counter("sglite_requests_aborted_by_client",
+                                         "Requests aborted because the client went away", registry=r)
+        self.prompt_tokens = Counter("sglite_prompt_tokens", "Prompt tokens processed", registry=r)
+        self.generation_tokens = Counter("sglite_generation_tokens", "Output tokens generated", registry=r)
+        self.cached_tokens = Counter("sglite_cached_prompt_tokens", "Prompt tokens served from the prefix cache",
+                                     registry=r)
+        self.inflight = Gauge("sglite_num_inflight_requests", "Engine requests the server is waiting on",
+                              registry=r)
+        self.ttft = Histogram("sglite_time_to_first_token_seconds", "Time from submission to the first output token",
+                              buckets=_LATENCY_BUCKETS, registry=r)
+        self.tpot = Histogram("sglite_time_per_output_token_seconds", "Time between output tokens",
+                              buckets=_TOKEN_BUCKETS, registry=r)
+        self.e2e_latency = Histogram("sglite_e2e_request_latency_seconds", "Time from submission to the last token",
+                                     buckets=_LATENCY_BUCKETS, registry=r)
+        if get_stats is not None:
+            r.register(_EngineStatsCollector(get_stats))
+
+    def render(self) -> bytes:
+        from prometheus_client import generate_latest
+
+        return generate_latest(self.registry)

@@ -1,0 +1,49 @@
+"""What the server needs to know about the served model, apart from the engine: its name, tokenizer (for chat
+templates and token counts) and context length."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    tokenizer: Any          # sglite.runtime.tokenizer.Tokenizer
+    max_context: int
+    path: str | None = None
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.tokenizer.vocab_size)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        try:
+            return self.tokenizer.token_bytes(token_id)
+        except (AttributeError, IndexError):
+            return self.tokenizer.decode([token_id]).encode()
+
+    @classmethod
+    def from_model(cls, model: Any, name: str | None = None, path: str | None = None) -> "ModelInfo":
+        """From a `sglite.runtime.model.Model` (model.tokenizer, model.config.max_context)."""
+        return cls(name=name or _default_name(path), tokenizer=model.tokenizer,
+                   max_context=int(model.config.max_context), path=path)
+
+    @classmethod
+    def from_engine(cls, engine: Any, name: str | None = None, path: str | None = None) -> "ModelInfo":
+        """Finds the tokenizer and context length on an Engine (engine.model / engine.tokenizer)."""
+        model = getattr(engine, "model", None)
+        if model is not None and hasattr(model, "tokenizer") and hasattr(model, "config"):
+            return cls.from_model(model, name, path)
+        tokenizer = getattr(engine, "tokenizer", None)
+        config = getattr(engine, "model_config", None) or getattr(engine, "config", None)
+        max_context = getattr(config, "max_context", None) or getattr(engine, "max_context", None)
+        if tokenizer is None or max_context is None:
+            raise ValueError("cannot find the engine's tokenizer and context length; pass model_info to create_app")
+        return cls(name=name or _default_name(path), tokenizer=tokenizer, max_context=int(max_context), path=path)
+
+
+def _default_name(path: str | None) -> str:
+    if not path:
+        return "default"
+    return str(path).rstrip("/").rsplit("/", 1)[-1]

@@ -1,0 +1,338 @@
+"""OpenAI-compatible `/v1/chat/completions` and `/v1/completions`: request -> engine calls -> response.
+
+Each of the `n` choices is its own engine request (sharing the prompt through the prefix cache); with a
+`seed`, choice i uses seed + i so the choices differ but the response is reproducible."""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any, AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .engine_client import GenerateCall, RequestStream, start_all
+from .errors import APIError, bad_request
+from .model_info import ModelInfo
+from .protocol import ChatCompletionRequest, CompletionRequest, ResponseFormat
+from .sse import SSE_DONE, SSEResponse, dumps, merge_deltas, sse_event
+
+MAX_N = 64
+MAX_TOP_LOGPROBS = 20
+_PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+                "repetition_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens", "no_stop_trim",
+                "regex", "ebnf")
+
+
+class OpenAIServing:
+    def __init__(self, engine: Any, info: ModelInfo, metrics: Any):
+        self.engine = engine
+        self.info = info
+        self.metrics = metrics
+
+    # --- chat -------------------------------------------------------------------------------------------------
+    async def chat(self, req: ChatCompletionRequest, request: Request) -> Response:
+        if req.tools:
+            raise bad_request("tool calling is not supported by this server; remove 'tools'", param="tools")
+        if req.top_logprobs is not None and not req.logprobs:
+            raise bad_request("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
+        prompt_ids = await self._encode(self._render_chat(req), "messages")
+        max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
+        calls = self._calls(req, params, prompt_ids, return_logprob=req.logprobs, top=req.top_logprobs or 0)
+        streams = await start_all(self.engine, calls, self.metrics)
+        rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return SSEResponse(self._chat_events(streams, rid, created, req.logprobs, include_usage))
+        results = await _collect(streams, request)
+        choices = []
+        for i, s in enumerate(results):
+            choice = {"index": i, "message": {"role": "assistant", "content": s.acc.text},
+                      "logprobs": None, "finish_reason": _finish(s), "matched_stop": _matched(s)}
+            if req.logprobs:
+                choice["logprobs"] = {"content": self._chat_logprobs(s.acc.output_token_logprobs,
+                                                                     s.acc.output_top_logprobs)}
+            choices.append(choice)
+        return _json({"id": rid, "object": "chat.completion", "created": created, "model": self.info.name,
+                      "choices": choices, "usage": _usage(results)})
+
+    def _render_chat(self, req: ChatCompletionRequest) -> str:
+        messages = []
+        for i, m in enumerate(req.messages):
+            content = m.content
+            if isinstance(content, list):
+                if any(p.type != "text" for p in content):
+                    raise bad_request("only text content parts are supported", param=f"messages[{i}].content")
+                content = "".join(p.text or "" for p in content)
+            extra = {k: v for k, v in (m.model_extra or {}).items() if v is not None}
+            role = "system" if m.role == "developer" else m.role
+            messages.append({**extra, "role": role, "content": content or ""})
+        last_is_assistant = messages[-1]["role"] == "assistant"
+        try:
+            text = self.info.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=not (req.continue_final_message and last_is_assistant))
+        except ValueError as e:
+            raise bad_request(str(e), param="messages") from e
+        except Exception as e:  # jinja2 TemplateError from the model's own template
+            raise bad_request(f"the model's chat template rejected the messages: {e}", param="messages") from e
+        if req.continue_final_message and last_is_assistant:
+            text = text[:text.rindex(messages[-1]["content"]) + len(messages[-1]["content"])] \
+                if messages[-1]["content"] else text
+        return text
+
+    async def _chat_events(self, streams: list[RequestStream], rid: str, created: int, logprobs: bool,
+                           include_usage: bool) -> AsyncIterator[bytes]:
+        def chunk(choices: list[dict], **extra: Any) -> bytes:
+            return sse_event({"id": rid, "object": "chat.completion.chunk", "created": created,
+                              "model": self.info.name, "choices": choices, **extra})
+        try:
+            for i in range(len(streams)):
+                yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                              "finish_reason": None}])
+            async for i, d in merge_deltas(streams):
+                if d is None:
+                    yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": _finish(streams[i]),
+                                  "matched_stop": _matched(streams[i])}])
+                elif d.text or (logprobs and d.token_logprobs):
+                    lp = {"content": self._chat_logprobs(d.token_logprobs, d.top_logprobs)} if logprobs else None
+                    yield chunk([{"index": i, "delta": {"content": d.text}, "logprobs": lp, "finish_reason": None}])
+            if include_usage:
+                yield chunk([], usage=_usage(streams))
+        except APIError as e:
+            yield sse_event(e.body())
+        finally:
+            for s in streams:
+                s.cancel()
+        yield SSE_DONE
+
+    def _chat_logprobs(self, token_logprobs: list[tuple], top_logprobs: list[list[tuple]]) -> list[dict]:
+        out = []
+        for j, (lp, tid, *_) in enumerate(token_logprobs):
+            entry = self._token_entry(tid, lp)
+            alts = top_logprobs[j] if j < len(top_logprobs) and top_logprobs[j] else []
+            entry["top_logprobs"] = [self._token_entry(t, l) for l, t, *_ in alts]
+            out.append(entry)
+        return out
+
+    def _token_entry(self, token_id: int, logprob: float | None) -> dict:
+        raw = self.info.token_bytes(token_id)
+        return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
+
+    # --- completions ------------------------------------------------------------------------------------------
+    async def completions(self, req: CompletionRequest, request: Request) -> Response:
+        if req.suffix:
+            raise bad_request("'suffix' (insertion) is not supported", param="suffix")
+        if req.best_of is not None and req.best_of != req.n:
+            raise bad_request("'best_of' other than n is not supported", param="best_of")
+        if req.logprobs is not None and not 0 <= req.logprobs <= 5:
+            raise bad_request(f"'logprobs' must be between 0 and 5, got {req.logprobs}", param="logprobs")
+        if req.echo and req.stream:
+            raise bad_request("'echo' with 'stream' is not supported", param="echo")
+        prompts = req.prompt
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        if not prompts:
+            raise bad_request("'prompt' is empty", param="prompt")
+        all_ids = [p if isinstance(p, list) else await self._encode(p, "prompt") for p in prompts]
+        want_lp = req.logprobs is not None
+        calls: list[GenerateCall] = []
+        for ids in all_ids:
+            self._check_ids(ids)
+            params = self._sampling_params(req, len(ids), req.max_tokens, "prompt", default_max_tokens=16)
+            calls += self._calls(req, params, ids, return_logprob=want_lp, top=req.logprobs or 0,
+                                 echo=req.echo and want_lp)
+        streams = await start_all(self.engine, calls, self.metrics)
+        rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
+        if req.stream:
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return SSEResponse(self._completion_events(streams, rid, created, want_lp, include_usage))
+        results = await _collect(streams, request)
+        choices = []
+        for i, s in enumerate(results):
+            prefix = self.info.tokenizer.decode(calls[i].input_ids) if req.echo else ""
+            lp = None
+            if want_lp:
+                pairs = s.acc.output_token_logprobs
+                tops = s.acc.output_top_logprobs
+                if req.echo:
+                    pairs = list(s.acc.meta_info.get("input_token_logprobs") or []) + pairs
+                    tops = list(s.acc.meta_info.get("input_top_logprobs") or []) + tops
+                lp = self._completion_logprobs(pairs, tops, len(prefix) if not req.echo else 0)
+            choices.append({"index": i, "text": prefix + s.acc.text, "logprobs": lp, "finish_reason": _finish(s),
+                            "matched_stop": _matched(s)})
+        return _json({"id": rid, "object": "text_completion", "created": created, "model": self.info.name,
+                      "choices": choices, "usage": _usage(results, per_prompt=req.n)})
+
+    async def _completion_events(self, streams: list[RequestStream], rid: str, created: int, want_lp: bool,
+                                 include_usage: bool) -> AsyncIterator[bytes]:
+        def chunk(choices: list[dict], **extra: Any) -> bytes:
+            return sse_event({"id": rid, "object": "text_completion", "created": created, "model": self.info.name,
+                              "choices": choices, **extra})
+        offsets = [0] * len(streams)
+        try:
+            async for i, d in merge_deltas(streams):
+                if d is None:
+                    yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": _finish(streams[i]),
+                                  "matched_stop": _matched(streams[i])}])
+                elif d.text or (want_lp and d.token_logprobs):
+                    lp = self._completion_logprobs(d.token_logprobs, d.top_logprobs, offsets[i]) if want_lp else None
+                    offsets[i] += len(d.text)
+                    yield chunk([{"index": i, "text": d.text, "logprobs": lp, "finish_reason": None}])
+            if include_usage:
+                yield chunk([], usage=_usage(streams))
+        except APIError as e:
+            yield sse_event(e.body())
+        finally:
+            for s in streams:
+                s.cancel()
+        yield SSE_DONE
+
+    def _completion_logprobs(self, pairs: list[tuple], tops: list[list[tuple]], offset: int) -> dict:
+        tokens, token_logprobs, top_logprobs, text_offset = [], [], [], []
+        for j, (lp, tid, *_) in enumerate(pairs):
+            tok = self.info.token_bytes(tid).decode("utf-8", errors="replace")
+            tokens.append(tok)
+            token_logprobs.append(lp)
+            alts = tops[j] if j < len(tops) and tops[j] else []
+            top_logprobs.append({self.info.token_bytes(t).decode("utf-8", errors="replace"): l for l, t, *_ in alts}
+                                if alts else None)
+            text_offset.append(offset)
+            offset += len(tok)
+        return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
+                "text_offset": text_offset}
+
+    # --- shared -----------------------------------------------------------------------------------------------
+    async def _encode(self, text: str, param: str) -> list[int]:
+        tok = self.info.tokenizer
+        # long prompts are tokenized off the event loop so other requests keep streaming meanwhile
+        ids = tok.encode(text) if len(text) < 4096 else await asyncio.to_thread(tok.encode, text)
+        if not ids:
+            raise bad_request(f"'{param}' is empty after tokenization", param=param)
+        return ids
+
+    def _check_ids(self, ids: list[int]) -> None:
+        vocab = self.info.vocab_size
+        bad = [t for t in ids if not isinstance(t, int) or not 0 <= t < vocab]
+        if bad:
+            raise bad_request(f"token ids must be in [0, {vocab}), got {bad[:5]}", param="prompt")
+
+    def _sampling_params(self, req: ChatCompletionRequest | CompletionRequest, prompt_len: int,
+                         max_tokens: int | None, prompt_param: str, default_max_tokens: int | None = None
+                         ) -> dict[str, Any]:
+        ctx = self.info.max_context
+        if prompt_len >= ctx:
+            raise APIError(400, f"the prompt has {prompt_len} tokens but the model's context length is {ctx}; "
+                           "shorten the prompt", param=prompt_param, code="context_length_exceeded")
+        if max_tokens is None:
+            max_tokens = ctx - prompt_len if default_max_tokens is None else min(default_max_tokens, ctx - prompt_len)
+        elif max_tokens < 0:
+            raise bad_request(f"'max_tokens' must be >= 0, got {max_tokens}", param="max_tokens")
+        elif prompt_len + max_tokens > ctx:
+            raise APIError(400, f"the prompt ({prompt_len} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
+                           f"context length of {ctx}; lower max_tokens or shorten the prompt", param="max_tokens",
+                           code="context_length_exceeded")
+        if not 1 <= req.n <= MAX_N:
+            raise bad_request(f"'n' must be between 1 and {MAX_N}, got {req.n}", param="n")
+        if req.logit_bias:
+            raise bad_request("'logit_bias' is not supported", param="logit_bias")
+        top = getattr(req, "top_logprobs", None)
+        if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise bad_request(f"'top_logprobs' must be between 0 and {MAX_TOP_LOGPROBS}, got {top}",
+                              param="top_logprobs")
+        params: dict[str, Any] = {"max_new_tokens": max_tokens}
+        for key in _PASSTHROUGH:
+            value = getattr(req, key)
+            if value is not None:
+                params[key] = value
+        if req.min_tokens is not None:
+            params["min_new_tokens"] = req.min_tokens
+        sources = [k for k in ("regex", "json_schema", "ebnf") if getattr(req, k) is not None]
+        schema = _response_format_schema(req.response_format)
+        if schema is not None:
+            sources.append("response_format")
+        if len(sources) > 1:
+            raise bad_request(f"set only one of regex, json_schema, ebnf and response_format (got {sources})",
+                              param=sources[-1])
+        if req.json_schema is not None:
+            params["json_schema"] = req.json_schema if isinstance(req.json_schema, str) else json.dumps(req.json_schema)
+        if schema is not None:
+            params["json_schema"] = schema
+        return params
+
+    def _calls(self, req: Any, params: dict, ids: list[int], return_logprob: bool, top: int,
+               echo: bool = False) -> list[GenerateCall]:
+        calls = []
+        for i in range(req.n):
+            p = dict(params)
+            if req.seed is not None:
+                p["seed"] = req.seed + i
+            calls.append(GenerateCall(sampling_params=p, input_ids=ids, return_logprob=return_logprob,
+                                      logprob_start_len=(0 if echo else len(ids)) if return_logprob else None,
+                                      top_logprobs_num=top))
+        return calls
+
+
+def _response_format_schema(fmt: ResponseFormat | None) -> str | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return json.dumps({"type": "object"})
+    if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+        raise bad_request("response_format of type 'json_schema' needs json_schema.schema",
+                          param="response_format.json_schema")
+    return json.dumps(fmt.json_schema.schema_)
+
+
+async def _collect(streams: list[RequestStream], request: Request) -> list[RequestStream]:
+    """Waits for every stream to finish; aborts them all if the client disconnects first."""
+    async def run() -> None:
+        await asyncio.gather(*(s.result() for s in streams))
+
+    work = asyncio.ensure_future(run())
+    watch = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        await asyncio.wait([work, watch], return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            raise APIError(499, "client disconnected", code="client_closed_request")
+        work.result()
+        return streams
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+            for s in streams:
+                s.cancel()
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+def _finish(s: RequestStream) -> str | None:
+    return s.acc.finish_type
+
+
+def _matched(s: RequestStream) -> Any:
+    reason = s.acc.meta_info.get("finish_reason")
+    return reason.get("matched") if isinstance(reason, dict) else None
+
+
+def _usage(streams: list[RequestStream], per_prompt: int | None = None) -> dict[str, Any]:
+    """OpenAI counts a prompt once however many choices it has."""
+    per_prompt = per_prompt or len(streams)
+    prompt = sum(int(s.acc.meta_info.get("prompt_tokens") or 0) for s in streams[::per_prompt])
+    completion = sum(int(s.acc.meta_info.get("completion_tokens") or len(s.acc.output_ids)) for s in streams)
+    cached = sum(int(s.acc.meta_info.get("cached_tokens") or 0) for s in streams[::per_prompt])
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _json(body: dict) -> Response:
+    return Response(dumps(body), media_type="application/json")
+

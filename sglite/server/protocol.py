@@ -1,0 +1,108 @@
+"""Request bodies the server accepts, as pydantic models. Unknown fields are rejected (400 naming the field)
+rather than silently ignored, so a typo like `max_token` does not quietly fall back to a default.
+
+Field names follow the OpenAI API; the SGLang extras (`regex`, `json_schema`, `top_k`, ...) sit beside them."""
+from __future__ import annotations
+
+from typing import Any, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _SGLangExtras(_Body):
+    """Sampling fields SGLang's OpenAI endpoints accept beyond OpenAI's own."""
+
+    top_k: Optional[int] = None
+    min_p: Optional[float] = None
+    repetition_penalty: Optional[float] = None
+    min_tokens: Optional[int] = None
+    ignore_eos: Optional[bool] = None
+    stop_token_ids: Optional[list[int]] = None
+    skip_special_tokens: Optional[bool] = None
+    no_stop_trim: Optional[bool] = None
+    regex: Optional[str] = None
+    json_schema: Optional[Union[str, dict[str, Any]]] = None
+    ebnf: Optional[str] = None
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+
+
+class _OpenAICommon(_SGLangExtras):
+    model: Optional[str] = None
+    max_tokens: Optional[int] = None
+    temperature: Optional[float] = None
+    top_p: Optional[float] = None
+    stop: Optional[Union[str, list[str]]] = None
+    seed: Optional[int] = None
+    n: int = 1
+    stream: bool = False
+    stream_options: Optional[StreamOptions] = None
+    frequency_penalty: Optional[float] = None
+    presence_penalty: Optional[float] = None
+    logit_bias: Optional[dict[str, float]] = None
+    user: Optional[str] = None
+
+
+class JSONSchemaFormat(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    name: Optional[str] = None
+    description: Optional[str] = None
+    schema_: Optional[dict[str, Any]] = Field(default=None, alias="schema")
+    strict: Optional[bool] = None
+
+
+class ResponseFormat(_Body):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: Optional[JSONSchemaFormat] = None
+
+
+class TextPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    type: str
+    text: Optional[str] = None
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_call_id, ...: carried through to the template
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: Optional[Union[str, list[TextPart]]] = None
+
+
+class ChatCompletionRequest(_OpenAICommon):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_completion_tokens: Optional[int] = None
+    logprobs: bool = False
+    top_logprobs: Optional[int] = None
+    response_format: Optional[ResponseFormat] = None
+    tools: Optional[list[dict[str, Any]]] = None
+    tool_choice: Optional[Union[str, dict[str, Any]]] = None
+    parallel_tool_calls: Optional[bool] = None
+    continue_final_message: bool = False
+
+
+class CompletionRequest(_OpenAICommon):
+    prompt: Union[str, list[str], list[int], list[list[int]]]
+    logprobs: Optional[int] = None
+    echo: bool = False
+    suffix: Optional[str] = None
+    best_of: Optional[int] = None
+    response_format: Optional[ResponseFormat] = None
+
+
+class GenerateRequest(_Body):
+    """Native `/generate`: the same fields as `Engine.generate`'s arguments (single request or a batch)."""
+
+    text: Optional[Union[str, list[str]]] = None
+    input_ids: Optional[Union[list[int], list[list[int]]]] = None
+    sampling_params: Optional[Union[dict[str, Any], list[dict[str, Any]]]] = None
+    return_logprob: Union[bool, list[bool]] = False
+    logprob_start_len: Optional[Union[int, list[int]]] = None
+    top_logprobs_num: Union[int, list[int]] = 0
+    stream: bool = False
+    rid: Optional[Union[str, list[str]]] = None  # accepted for SGLang compatibility; the engine assigns ids

@@ -1,0 +1,103 @@
+"""The OpenAI-compatible endpoints, driven by the real `openai` client."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+
+
+def test_models(client):
+    models = client.models.list()
+    assert [m.id for m in models.data] == ["tiny"]
+
+
+def test_chat_completion(client):
+    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0)
+    choice = r.choices[0]
+    assert choice.message.role == "assistant"
+    assert isinstance(choice.message.content, str)
+    assert choice.finish_reason in ("stop", "length")
+    assert r.usage.completion_tokens <= 8 and r.usage.prompt_tokens > 0
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_chat_greedy_is_deterministic_and_n(client):
+    a = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=6, temperature=0)
+    b = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=6, temperature=0, n=2)
+    assert len(b.choices) == 2 and [c.index for c in b.choices] == [0, 1]
+    assert b.choices[0].message.content == a.choices[0].message.content
+    assert b.usage.prompt_tokens == a.usage.prompt_tokens  # the prompt counts once
+
+
+def test_chat_stream_matches_non_stream(client):
+    full = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=10, temperature=0)
+    stream = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=10, temperature=0,
+                                            stream=True, stream_options={"include_usage": True})
+    text, finish, usage = "", None, None
+    for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage
+        for c in chunk.choices:
+            text += c.delta.content or ""
+            finish = c.finish_reason or finish
+    assert text == full.choices[0].message.content
+    assert finish == full.choices[0].finish_reason
+    assert usage.completion_tokens == full.usage.completion_tokens
+
+
+def test_chat_logprobs(client):
+    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=4, temperature=0, logprobs=True,
+                                       top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    assert len(content) == r.usage.completion_tokens
+    for entry in content:
+        assert entry.logprob <= 0 and len(entry.top_logprobs) == 2
+        assert entry.top_logprobs[0].logprob >= entry.logprob - 1e-4  # greedy picks the top token
+
+
+def test_completions(client):
+    r = client.completions.create(model="tiny", prompt="Once upon a time", max_tokens=5, temperature=0, logprobs=1)
+    assert r.object == "text_completion"
+    assert len(r.choices[0].logprobs.tokens) == r.usage.completion_tokens
+    batch = client.completions.create(model="tiny", prompt=["a", "b c"], max_tokens=3, temperature=0)
+    assert len(batch.choices) == 2
+
+
+def test_completions_stream(client):
+    stream = client.completions.create(model="tiny", prompt="Hello", max_tokens=6, temperature=0, stream=True)
+    text = "".join(c.choices[0].text for c in stream if c.choices)
+    full = client.completions.create(model="tiny", prompt="Hello", max_tokens=6, temperature=0)
+    assert text == full.choices[0].text
+
+
+def test_stop_string(client, real_engine):
+    full = client.completions.create(model="tiny", prompt="Hello", max_tokens=12, temperature=0)
+    text = full.choices[0].text
+    if len(text.strip()) < 4:
+        pytest.skip("greedy output too short to pick a stop string from")
+    stop = text.strip()[2:4]
+    r = client.completions.create(model="tiny", prompt="Hello", max_tokens=12, temperature=0, stop=[stop])
+    assert stop not in r.choices[0].text and r.choices[0].finish_reason == "stop"
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6},
+                                           "ok": {"type": "boolean"}, "kind": {"enum": ["a", "b"]}},
+          "required": ["name", "ok", "kind"], "additionalProperties": False}
+
+
+def test_response_format_json_schema(client, real_engine):
+    jsonschema = pytest.importorskip("jsonschema")
+    r = client.chat.completions.create(
+        model="tiny", messages=MESSAGES, max_tokens=64, temperature=0.7, seed=1,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
+    jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
+
+
+def test_extra_body_regex(client, real_engine):
+    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=16, temperature=1.0,
+                                       extra_body={"regex": "(yes|no)-[0-9]{3}"})
+    import re
+
+    assert re.fullmatch("(yes|no)-[0-9]{3}", r.choices[0].message.content)

@@ -144,7 +144,6 @@ class RequestStream:
                 raise _to_api_error(item)
             yield self._record(self.acc.add(item))
             item = await self._queue.get()
-        self._finish_metrics()
 
     async def result(self) -> dict[str, Any]:
         async for _ in self.deltas():
@@ -164,6 +163,7 @@ class RequestStream:
     async def _pump(self) -> None:
         if self.metrics is not None:
             self.metrics.inflight.inc()
+        last: dict[str, Any] = {}
         try:
             stream = self.engine.async_generate(**self.call.engine_kwargs())
             if inspect.isawaitable(stream):
@@ -173,6 +173,7 @@ class RequestStream:
                     self.rid = (chunk.get("meta_info") or {}).get("id")
                     if self._abort_wanted and self.rid is not None:
                         self.engine.abort(self.rid)
+                last = chunk
                 self._queue.put_nowait(chunk)
         except asyncio.CancelledError:
             self._queue.put_nowait(RuntimeError("server is shutting down"))
@@ -183,6 +184,8 @@ class RequestStream:
             self._queue.put_nowait(_END)
             if self.metrics is not None:
                 self.metrics.inflight.dec()
+                if last:
+                    self._finish_metrics(last.get("meta_info") or {})
 
     def _record(self, delta: Delta) -> Delta:
         if self.metrics is None or not delta.token_ids:
@@ -199,14 +202,14 @@ class RequestStream:
         self._t_last = now
         return delta
 
-    def _finish_metrics(self) -> None:
-        m, meta = self.metrics, self.acc.meta_info
-        if m is None:
-            return
+    def _finish_metrics(self, meta: dict[str, Any]) -> None:
+        """Counts a request once the pump has seen its last chunk (also when nobody reads it any more)."""
+        m = self.metrics
         m.prompt_tokens.inc(int(meta.get("prompt_tokens") or 0))
-        m.generation_tokens.inc(int(meta.get("completion_tokens") or len(self.acc.output_ids)))
+        m.generation_tokens.inc(int(meta.get("completion_tokens") or 0))
         m.cached_tokens.inc(int(meta.get("cached_tokens") or 0))
-        m.finished.labels(reason=str(self.acc.finish_type or "unknown")).inc()
+        reason = meta.get("finish_reason")
+        m.finished.labels(reason=str((reason.get("type") if isinstance(reason, dict) else reason) or "unknown")).inc()
         m.e2e_latency.observe(time.perf_counter() - self._t0)
 
 

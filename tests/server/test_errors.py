@@ -1,0 +1,116 @@
+"""Bad input gets a 4xx with an OpenAI-style error body naming the problem; the server keeps serving."""
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from .conftest import API_KEY
+
+CHAT = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+def _error(r: httpx.Response, status: int) -> dict:
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    return err
+
+
+def test_malformed_json(http):
+    err = _error(http.post("/v1/chat/completions", content=b'{"messages": [', headers={"content-type":
+                                                                                       "application/json"}), 400)
+    assert "JSON" in err["message"]
+
+
+def test_body_not_an_object(http):
+    _error(http.post("/v1/chat/completions", json=[1, 2]), 400)
+
+
+@pytest.mark.parametrize("patch, param", [
+    ({"max_tokens": "ten"}, "max_tokens"),
+    ({"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+    ({"messages": []}, "messages"),
+    ({"temperature": [1]}, "temperature"),
+    ({"max_tokenz": 3}, "max_tokenz"),
+])
+def test_wrong_types_and_unknown_fields(http, patch, param):
+    err = _error(http.post("/v1/chat/completions", json={**CHAT, **patch}), 400)
+    assert err["param"] == param
+
+
+@pytest.mark.parametrize("patch, param", [
+    ({"temperature": -1.0}, "temperature"),
+    ({"max_tokens": -3}, "max_tokens"),
+    ({"n": 0}, "n"),
+    ({"top_logprobs": 3}, "top_logprobs"),  # without logprobs
+])
+def test_invalid_sampling_values(http, patch, param):
+    err = _error(http.post("/v1/chat/completions", json={**CHAT, **patch}), 400)
+    assert err["param"] == param
+
+
+def test_prompt_over_context(http, engine_and_info):
+    _, info = engine_and_info
+    err = _error(http.post("/v1/completions", json={"prompt": " hello" * (info.max_context + 10), "max_tokens": 2}),
+                 400)
+    assert err["code"] == "context_length_exceeded" and err["param"] == "prompt"
+    err = _error(http.post("/v1/chat/completions", json={**CHAT, "max_tokens": info.max_context}), 400)
+    assert err["param"] == "max_tokens"
+
+
+def test_bad_regex(http):
+    err = _error(http.post("/v1/chat/completions", json={**CHAT, "regex": "(ab"}), 400)
+    assert err["param"] == "regex"
+
+
+def test_bad_schema(http, real_engine):
+    err = _error(http.post("/v1/chat/completions", json={**CHAT, "response_format": {
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "minProperties": "lots"}}}}),
+        400)
+    assert err["message"]
+
+
+def test_openai_client_raises_bad_request(client):
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}], temperature=-2)
+    assert e.value.body["param"] == "temperature"
+    # and the server is still fine
+    assert client.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}],
+                                          max_tokens=1).choices
+
+
+def test_stream_error_is_400_before_streaming(http):
+    r = http.post("/v1/chat/completions", json={**CHAT, "stream": True, "temperature": -1})
+    assert _error(r, 400)["param"] == "temperature"
+
+
+def test_body_too_large(http, server):
+    big = {**CHAT, "messages": [{"role": "user", "content": "x" * (100 * 1024)}]}
+    err = _error(http.post("/v1/chat/completions", json=big), 413)
+    assert err["code"] == "request_too_large"
+
+    def chunks():  # no Content-Length: the limit is enforced while reading
+        yield b'{"prompt": "'
+        for _ in range(100):
+            yield b"y" * 1024
+        yield b'"}'
+    _error(http.post("/v1/completions", content=chunks(), headers={"content-type": "application/json"}), 413)
+
+
+def test_api_key(keyed_server):
+    import openai as oa
+
+    no_key = oa.OpenAI(base_url=keyed_server.url + "/v1", api_key="wrong", max_retries=0)
+    with pytest.raises(oa.AuthenticationError):
+        no_key.models.list()
+    r = httpx.post(keyed_server.url + "/generate", json={"text": "hi"})
+    assert _error(r, 401)["code"] == "invalid_api_key"
+    assert httpx.get(keyed_server.url + "/health").status_code == 200  # liveness needs no key
+    ok = oa.OpenAI(base_url=keyed_server.url + "/v1", api_key=API_KEY, max_retries=0)
+    assert ok.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "x"}], max_tokens=1)
+
+
+def test_unknown_route_and_method(http):
+    _error(http.get("/v1/nothing"), 404)
+    _error(http.get("/generate"), 405)

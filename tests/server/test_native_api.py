@@ -1,0 +1,71 @@
+"""Native endpoints: /generate (what RuntimeEndpoint speaks), /health, /get_model_info, /flush_cache, /metrics."""
+from __future__ import annotations
+
+import json
+
+
+def test_health_and_model_info(http, engine_and_info):
+    assert http.get("/health").status_code == 200
+    info = http.get("/get_model_info").json()
+    assert info["is_generation"] and info["max_context"] == engine_and_info[1].max_context
+
+
+def test_generate_text_and_ids(http, engine_and_info):
+    _, info = engine_and_info
+    r = http.post("/generate", json={"text": "The sky is", "sampling_params": {"max_new_tokens": 5,
+                                                                                "temperature": 0}})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert len(out["output_ids"]) == out["meta_info"]["completion_tokens"] <= 5
+    assert out["meta_info"]["finish_reason"]["type"] in ("stop", "length")
+    ids = info.tokenizer.encode("The sky is")
+    again = http.post("/generate", json={"input_ids": ids, "sampling_params": {"max_new_tokens": 5,
+                                                                               "temperature": 0}}).json()
+    assert again["output_ids"] == out["output_ids"]
+
+
+def test_generate_batch_and_logprobs(http):
+    r = http.post("/generate", json={"text": ["a", "b"], "sampling_params": {"max_new_tokens": 3, "temperature": 0},
+                                     "return_logprob": True, "top_logprobs_num": 2})
+    outs = r.json()
+    assert isinstance(outs, list) and len(outs) == 2
+    for out in outs:
+        lps = out["meta_info"]["output_token_logprobs"]
+        assert len(lps) == out["meta_info"]["completion_tokens"]
+        assert all(len(top) == 2 for top in out["meta_info"]["output_top_logprobs"])
+
+
+def test_generate_stream(http):
+    body = {"text": "Hello", "sampling_params": {"max_new_tokens": 6, "temperature": 0}}
+    full = http.post("/generate", json=body).json()
+    text, ids, last = "", [], None
+    with http.stream("POST", "/generate", json={**body, "stream": True}) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        lines = [ln[len("data: "):] for ln in r.iter_lines() if ln.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    for ln in lines[:-1]:
+        chunk = json.loads(ln)
+        text += chunk["text"]
+        ids += chunk["output_ids"]
+        last = chunk
+    assert text == full["text"] and ids == full["output_ids"]
+    assert last["meta_info"]["finish_reason"] == full["meta_info"]["finish_reason"]
+
+
+def test_generate_errors(http):
+    r = http.post("/generate", json={"text": "x", "sampling_params": {"temperature": -1}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "temperature"
+    r = http.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 2, "bogus": 1}})
+    assert r.status_code == 400 and "bogus" in r.json()["error"]["message"]
+    assert http.post("/generate", json={"sampling_params": {}}).status_code == 400
+    assert http.post("/generate", json={"input_ids": [10 ** 9]}).status_code == 400
+
+
+def test_flush_cache_and_metrics(http):
+    http.post("/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}})
+    assert http.post("/flush_cache").status_code == 200
+    text = http.get("/metrics").text
+    for name in ("sglite_time_to_first_token_seconds_bucket", "sglite_time_per_output_token_seconds",
+                 "sglite_generation_tokens_total", "sglite_prompt_tokens_total", "sglite_http_requests_total",
+                 "sglite_num_queue_requests", "sglite_cache_hit_rate"):
+        assert name in text, name

@@ -1,0 +1,9 @@
+"""The sglite frontend language (SGLang-compatible): IR, @function programs, program state, interpreter."""
+from .api import (assistant, assistant_begin, assistant_end, flush_cache, function, gen, gen_int, gen_string,
+                  get_server_info, image, select, system, system_begin, system_end, user, user_begin, user_end,
+                  video)
+from .choices import greedy_token_selection, token_length_normalized, unconditional_likelihood_normalized
+from .executor import ProgramError
+from .function import SglFunction, get_default_backend, set_default_backend
+from .sampling import SamplingParams
+from .state import ProgramState, ProgramStateGroup

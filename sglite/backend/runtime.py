@@ -1,0 +1,60 @@
+"""Runtime: the in-process engine as a language backend (the embedded default; no server needed)."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from ..lang.chat_template import ChatTemplate
+from .engine_backend import EngineBackend
+
+
+class Runtime(EngineBackend):
+    """`sgl.Runtime(model=None, **engine_options)`: builds an `Engine` (model: None = the default model, a
+    path, or a loaded Model) running its loop in a background thread. `Runtime(engine=...)` wraps an existing
+    engine (anything with Engine's generate / flush_cache / get_stats)."""
+
+    def __init__(self, model: Any = None, *, engine: Any = None, **engine_options: Any):
+        super().__init__()
+        if engine is None:
+            from ..runtime.engine import Engine
+            engine_options.setdefault("background", True)
+            engine = Engine(model, **engine_options)
+        self.engine = engine
+        self._template: ChatTemplate | None = None
+
+    @property
+    def tokenizer(self) -> Any:
+        tok = getattr(self.engine, "tokenizer", None)
+        if tok is None:
+            tok = self.engine.model.tokenizer
+        return tok
+
+    def _generate(self, body: dict[str, Any]) -> Any:
+        return self.engine.generate(**body)
+
+    def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        return self.engine.generate(**body, stream=True)
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def chat_template(self) -> ChatTemplate:
+        if self._template is None:
+            self._template = self.template_from_tokenizer(self.tokenizer)
+        return self._template
+
+    def flush_cache(self) -> bool:
+        return bool(self.engine.flush_cache())
+
+    def get_server_info(self) -> dict[str, Any]:
+        return dict(self.engine.get_stats())
+
+    def shutdown(self) -> None:
+        shutdown = getattr(self.engine, "shutdown", None)
+        if shutdown is not None:
+            shutdown()
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()

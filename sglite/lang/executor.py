@@ -1,0 +1,247 @@
+"""StreamExecutor: runs one program's IR nodes against a backend, in order, on a worker thread.
+
+The program's Python code only submits nodes and goes on (it "runs ahead"); reading a variable blocks until
+the node that produces it has run. State mutated here (text, variables, meta_info, messages) is written only
+by the worker thread; readers call sync() or wait on the variable's event first."""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, Any, Iterator
+
+from .ir import Expr, Gen, RoleBegin, RoleEnd, Select, Text, VarScopeBegin, VarScopeEnd
+from .sampling import SamplingParams
+
+if TYPE_CHECKING:
+    from ..backend.base import Backend, Prompt
+    from .chat_template import ChatTemplate
+
+_END = object()  # queue sentinel
+
+
+class ProgramError(RuntimeError):
+    """A variable was read whose producing call failed; `__cause__` holds the original error."""
+
+
+class StreamExecutor:
+    def __init__(self, backend: "Backend", defaults: SamplingParams, *, stream: bool = False,
+                 use_thread: bool = True, trace: list[Expr] | None = None):
+        self.backend = backend
+        self.defaults = defaults
+        self.stream = stream
+        self.use_thread = use_thread
+        self.trace = trace                  # when a list: every executed node is recorded (sgl trace)
+        self.text = ""
+        self.variables: dict[str, Any] = {}
+        self.meta_info: dict[str, Any] = {}
+        self.messages: list[dict] = []
+        self.error: BaseException | None = None
+        self._template: "ChatTemplate | None" = None
+        self._role: str | None = None        # open role block, if any
+        self._role_start = 0                 # text offset where the open role's content starts
+        self._roles_seen = 0
+        self._scopes: dict[str, int] = {}    # var_scope name -> start offset
+        self._events: dict[str, threading.Event] = {}
+        self._pending: set[str] = set()      # variables submitted but not produced yet
+        self._queue: queue.Queue = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._ended = False
+        self._cond = threading.Condition()   # guards _chunks/_done for streaming readers
+        self._chunks: list[tuple[str | None, str]] = []   # (variable or None, text) in append order
+        self._done = False
+
+    # --- program thread side ------------------------------------------------------------------------------
+    def submit(self, expr: Expr) -> None:
+        for node in expr.flatten():
+            name = getattr(node, "name", None)
+            if name is not None and isinstance(node, (Gen, Select, VarScopeEnd)):
+                self._events[name] = threading.Event()
+                self._pending.add(name)
+            if self.use_thread and not self._ended:
+                if self._worker is None:
+                    self._worker = threading.Thread(target=self._loop, daemon=True, name="sglite-program")
+                    self._worker.start()
+                self._queue.put(node)
+            else:
+                self._run_node(node)
+
+    def sync(self) -> None:
+        """Wait until every submitted node has run."""
+        if self._worker is not None:
+            self._queue.join()
+
+    def end(self) -> None:
+        """No more nodes will come from the program; the worker exits after draining. Idempotent; nodes
+        submitted afterwards run inline."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._worker is not None:
+            self._queue.put(_END)
+        else:
+            self._mark_done()
+
+    def get_var(self, name: str) -> Any:
+        event = self._events.get(name)
+        if event is not None:
+            event.wait()
+        if name in self._pending and self.error is not None:
+            raise ProgramError(f"variable {name!r} was not produced: {type(self.error).__name__}: "
+                               f"{self.error}") from self.error
+        if name not in self.variables:
+            raise KeyError(f"no variable {name!r} in this program; known: {sorted(self.variables)}")
+        return self.variables[name]
+
+    def set_var(self, name: str, value: Any) -> None:
+        self.sync()
+        self.variables[name] = value
+
+    def get_meta_info(self, name: str) -> Any:
+        self.get_var(name)
+        return self.meta_info.get(name)
+
+    def fail(self, error: BaseException) -> None:
+        """Record `error` (first one wins), skip the remaining nodes, and wake every reader."""
+        if self.error is None:
+            self.error = error
+        for event in self._events.values():
+            event.set()
+
+    def fork(self, n: int) -> list["StreamExecutor"]:
+        """n copies of this state. The shared prefix goes to the backend's cache first, so the branches'
+        requests all hit it instead of each prefilling it."""
+        self.sync()
+        if self.error is None and self.text:
+            try:
+                self.backend.commit_prefix(self.prompt())
+            except Exception as e:   # noqa: BLE001 - reported through s.error()
+                self.fail(e)
+        return [self._copy() for _ in range(n)]
+
+    def _copy(self) -> "StreamExecutor":
+        child = StreamExecutor(self.backend, self.defaults, stream=self.stream, use_thread=self.use_thread,
+                               trace=self.trace)
+        child.text, child.error, child._template = self.text, self.error, self._template
+        child.variables, child.meta_info = dict(self.variables), dict(self.meta_info)
+        child.messages = [dict(m) for m in self.messages]
+        child._role, child._role_start, child._roles_seen = self._role, self._role_start, self._roles_seen
+        child._scopes = dict(self._scopes)
+        return child
+
+    # --- streaming readers --------------------------------------------------------------------------------
+    def iter_chunks(self, var_name: str | None = None) -> Iterator[str]:
+        """Text as it is appended (all of it, or only `var_name`'s), until the program or the variable ends."""
+        seen = 0
+        while True:
+            with self._cond:
+                while seen == len(self._chunks) and not (self._done or self._var_finished(var_name)):
+                    self._cond.wait()
+                new, seen = self._chunks[seen:], len(self._chunks)
+                last = self._done or self._var_finished(var_name)
+            for var, piece in new:
+                if var_name is None or var == var_name:
+                    yield piece
+            if last:
+                return
+
+    def _var_finished(self, var_name: str | None) -> bool:
+        return var_name is not None and var_name not in self._pending and var_name in self.variables
+
+    # --- worker side --------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            node = self._queue.get()
+            try:
+                if node is _END:
+                    self._mark_done()
+                    return
+                self._run_node(node)
+            finally:
+                self._queue.task_done()
+
+    def _mark_done(self) -> None:
+        with self._cond:
+            self._done = True
+            self._cond.notify_all()
+
+    def _run_node(self, node: Expr) -> None:
+        if self.trace is not None:
+            self.trace.append(node)
+        if self.error is not None:
+            return
+        try:
+            getattr(self, "_exec_" + node.op)(node)
+        except Exception as e:   # noqa: BLE001 - one failing call stops this program only
+            self.fail(e)
+
+    def prompt(self) -> "Prompt":
+        from ..backend.base import Prompt
+        msgs = list(self.messages)
+        if self._role is not None:
+            msgs.append({"role": self._role, "content": self.text[self._role_start:]})
+        return Prompt(self.text, tuple(msgs))
+
+    def _append(self, text: str, var: str | None = None) -> None:
+        self.text += text
+        with self._cond:
+            self._chunks.append((var, text))
+            self._cond.notify_all()
+
+    def _produce(self, name: str | None, value: Any, meta: Any) -> None:
+        if name is None:
+            return
+        self.variables[name] = value
+        self.meta_info[name] = meta
+        self._pending.discard(name)
+        with self._cond:
+            self._cond.notify_all()
+        event = self._events.get(name)
+        if event is not None:
+            event.set()
+
+    def _exec_text(self, node: Text) -> None:
+        self._append(node.value)
+
+    def _exec_gen(self, node: Gen) -> None:
+        params = node.params.merged_over(self.defaults)
+        if self.stream:
+            parts, meta = [], {}
+            for piece in self.backend.generate_stream(self.prompt(), params):
+                parts.append(piece.text)
+                self._append(piece.text, node.name)
+                meta = piece.meta_info or meta
+            out = "".join(parts)
+        else:
+            result = self.backend.generate(self.prompt(), params)
+            out, meta = result.text, result.meta_info
+            self._append(out, node.name)
+        self._produce(node.name, out, meta)
+
+    def _exec_select(self, node: Select) -> None:
+        decision = self.backend.select(self.prompt(), list(node.choices), node.temperature, node.method)
+        self._append(decision.decision, node.name)
+        self._produce(node.name, decision.decision, decision.meta_info)
+
+    def _exec_role_begin(self, node: RoleBegin) -> None:
+        if self._role is not None:
+            raise ValueError(f"role {node.role!r} begins inside the open {self._role!r} block; end it first")
+        if self._template is None:
+            self._template = self.backend.chat_template()
+        first = self._roles_seen == 0 and not self.text
+        self._append(self._template.begin(node.role, first_role=first))
+        self._role, self._role_start = node.role, len(self.text)
+        self._roles_seen += 1
+
+    def _exec_role_end(self, node: RoleEnd) -> None:
+        if self._role != node.role:
+            raise ValueError(f"{node.role!r} block ended but the open block is {self._role!r}")
+        self.messages.append({"role": node.role, "content": self.text[self._role_start:]})
+        self._role = None
+        self._append(self._template.end(node.role))
+
+    def _exec_var_scope_begin(self, node: VarScopeBegin) -> None:
+        self._scopes[node.name] = len(self.text)
+
+    def _exec_var_scope_end(self, node: VarScopeEnd) -> None:
+        start = self._scopes.pop(node.name)
+        self._produce(node.name, self.text[start:], None)

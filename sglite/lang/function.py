@@ -1,0 +1,160 @@
+"""SglFunction: what `@sgl.function` returns. run / run_batch / bind / trace, and the default backend."""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from typing import TYPE_CHECKING, Any, Callable
+
+from .executor import StreamExecutor
+from .sampling import RUN_DEFAULTS, SamplingParams
+from .state import ProgramState
+
+if TYPE_CHECKING:
+    from ..backend.base import Backend
+    from .tracer import Trace
+
+_default_lock = threading.Lock()
+_default_backend: "Backend | None" = None
+
+
+def set_default_backend(backend: "Backend") -> None:
+    """The backend programs use when run() gets no backend=."""
+    global _default_backend
+    _default_backend = backend
+
+
+def get_default_backend(create: bool = True) -> "Backend | None":
+    """The default backend; without one, an in-process `Runtime()` on the default model is created once."""
+    global _default_backend
+    with _default_lock:
+        if _default_backend is None and create:
+            from ..backend.runtime import Runtime
+            print("sglite: no backend set; starting the in-process Runtime() on the default model "
+                  "(sgl.set_default_backend(...) to choose)", file=sys.stderr)
+            _default_backend = Runtime()
+        return _default_backend
+
+
+class SglFunction:
+    """A structured-generation program: a Python function whose first parameter is the state `s`."""
+
+    def __init__(self, func: Callable, bind_arguments: dict[str, Any] | None = None,
+                 num_api_spec_tokens: int | None = None):
+        self.func = func
+        self.bind_arguments = dict(bind_arguments or {})
+        self.num_api_spec_tokens = num_api_spec_tokens
+        params = list(inspect.signature(func).parameters.values())
+        if not params:
+            raise TypeError(f"@sgl.function {func.__name__}() must take the program state `s` as first parameter")
+        self.arg_names = [p.name for p in params[1:]]
+        self._required = [p.name for p in params[1:] if p.default is p.empty
+                          and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        self._takes_var_kwargs = any(p.kind is p.VAR_KEYWORD for p in params)
+        self.__name__ = getattr(func, "__name__", "program")
+        self.__doc__ = func.__doc__
+
+    def __repr__(self) -> str:
+        return f"SglFunction({self.__name__}({', '.join(self.arg_names)}))"
+
+    def bind(self, **kwargs: Any) -> "SglFunction":
+        """A copy with some arguments fixed."""
+        unknown = [k for k in kwargs if k not in self.arg_names and not self._takes_var_kwargs]
+        if unknown:
+            raise TypeError(f"{self.__name__}() has no parameters {unknown}")
+        return SglFunction(self.func, {**self.bind_arguments, **kwargs}, self.num_api_spec_tokens)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Inside another program, `f(s, ...)` appends f's program to `s`; otherwise the same as run()."""
+        if args and isinstance(args[0], ProgramState):
+            return self.func(args[0], *args[1:], **{**self.bind_arguments, **kwargs})
+        return self.run(*args, **kwargs)
+
+    # --- running ------------------------------------------------------------------------------------------
+    def _split(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], SamplingParams]:
+        """Program arguments vs. sampling defaults: a keyword that names a program parameter is an argument."""
+        sampling_names = SamplingParams.field_names()
+        program, sampling = {}, {}
+        for k, v in kwargs.items():
+            (sampling if k in sampling_names and k not in self.arg_names else program)[k] = v
+        return {**self.bind_arguments, **program}, SamplingParams.from_kwargs(**sampling).merged_over(RUN_DEFAULTS)
+
+    def run(self, *args: Any, stream: bool = False, backend: "Backend | None" = None, use_thread: bool = True,
+            **kwargs: Any) -> ProgramState:
+        """Run once. Keyword arguments that are generation options (max_new_tokens, temperature, ...) become
+        defaults for every gen in the program. With stream=True, returns at once; read with s.text_iter()."""
+        program_kwargs, defaults = self._split(kwargs)
+        backend = backend or get_default_backend()
+        state = ProgramState(StreamExecutor(backend, defaults, stream=stream, use_thread=use_thread))
+        if stream:
+            threading.Thread(target=self._execute, args=(state, args, program_kwargs, True), daemon=True).start()
+            return state
+        self._execute(state, args, program_kwargs, False)
+        return state
+
+    def _execute(self, state: ProgramState, args: tuple, kwargs: dict[str, Any], catch: bool) -> None:
+        ex = state._ex
+        try:
+            state.ret_value = self.func(state, *args, **kwargs)
+        except Exception as e:   # noqa: BLE001
+            if not catch:
+                ex.end()
+                raise
+            ex.fail(e)
+        ex.end()
+        ex.sync()
+
+    def run_batch(self, batch_kwargs: list[dict[str, Any]], *, backend: "Backend | None" = None,
+                  num_threads: int | str = "auto", progress_bar: bool = False, **sampling: Any
+                  ) -> list[ProgramState]:
+        """Run one program per dict of arguments, concurrently, so the engine batches their calls.
+
+        The text every instance starts with is found by tracing and prefilled once before the programs start
+        (otherwise all of them would prefill it at the same time). A failing program records its error in
+        its own `s.error()`; the others go on. Results are in input order."""
+        from .tracer import constant_prefix
+
+        if not isinstance(batch_kwargs, (list, tuple)) or not all(isinstance(k, dict) for k in batch_kwargs):
+            raise TypeError("run_batch takes a list of dicts of program arguments")
+        if not batch_kwargs:
+            return []
+        backend = backend or get_default_backend()
+        _, defaults = self._split(sampling)
+        calls = [{**self.bind_arguments, **kw} for kw in batch_kwargs]
+        if len(calls) > 1:
+            prefix = constant_prefix(self.func, calls, backend.chat_template())
+            if prefix:
+                from ..backend.base import Prompt
+                backend.commit_prefix(Prompt(prefix))
+        if num_threads == "auto":
+            num_threads = min(len(calls), max(64, 4 * (os.cpu_count() or 1)))
+        states = [ProgramState(StreamExecutor(backend, defaults)) for _ in calls]
+        bar = None
+        if progress_bar:
+            from tqdm.auto import tqdm
+            bar = tqdm(total=len(calls), desc=self.__name__, unit="prog")
+        with ThreadPoolExecutor(max_workers=int(num_threads), thread_name_prefix="sglite-batch") as pool:
+            futures = [pool.submit(self._execute, st, (), kw, True) for st, kw in zip(states, calls)]
+            for _ in as_completed(futures):
+                if bar is not None:
+                    bar.update(1)
+        if bar is not None:
+            bar.close()
+        return states
+
+    def trace(self, *args: Any, backend: "Backend | None" = None, **kwargs: Any) -> "Trace":
+        """Run the program without a model and return its IR nodes (gens yield "", selects their first choice).
+        Missing arguments become "{name}" placeholders."""
+        from .chat_template import ChatTemplate
+        from .tracer import Trace, TracingBackend, run_untimed
+
+        program_kwargs, _ = self._split(kwargs)
+        for name in self._required:
+            if name not in self.arg_names[:len(args)]:
+                program_kwargs.setdefault(name, "{" + name + "}")
+        template = backend.chat_template() if backend is not None else ChatTemplate.chatml()
+        nodes: list = []
+        ex = run_untimed(self.func, args, program_kwargs, TracingBackend(template, stop_at_first_call=False), nodes)
+        return Trace(nodes, ex.text)

@@ -1,0 +1,56 @@
+"""The engine's side of constrained decoding: compile a request's regex / JSON schema / EBNF before it is queued
+(errors reach the caller as ValueError, never the loop), create its matcher, and produce jump-forward tokens.
+The automata themselves live in sglite.runtime.constrained."""
+from __future__ import annotations
+
+from typing import Any
+
+from .request import Req
+from .sampling_params import SamplingParams
+
+
+class GrammarBackend:
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
+
+    def _get_compiler(self):
+        if self._compiler is None:
+            try:
+                from ..constrained import GrammarCompiler
+            except ImportError as e:
+                raise ValueError(f"constrained decoding (regex / json_schema / ebnf) is unavailable: {e}") from None
+            self._compiler = GrammarCompiler(self.tokenizer)
+        return self._compiler
+
+    def compile(self, params: SamplingParams) -> Any | None:
+        """The compiled grammar for params (None if unconstrained). Raises ValueError on a bad spec."""
+        spec = params.grammar_spec
+        if spec is None:
+            return None
+        kind, text = spec
+        compiler = self._get_compiler()
+        try:
+            if kind == "regex":
+                return compiler.compile_regex(text)
+            if kind == "json_schema":
+                return compiler.compile_json_schema(text)
+            if not hasattr(compiler, "compile_ebnf"):
+                raise ValueError("sampling_params['ebnf'] is not supported by this build's grammar compiler")
+            return compiler.compile_ebnf(text)
+        except ValueError:
+            raise
+        except Exception as e:  # a compiler bug must not look like a server error to the caller
+            raise ValueError(f"sampling_params[{kind!r}] could not be compiled: {type(e).__name__}: {e}") from e
+
+    def jump_forward(self, req: Req) -> list[int]:
+        """Tokens the grammar forces next (the matcher is advanced over them), or []."""
+        m = req.matcher
+        if not m.forced_text():
+            return []
+        from ..constrained import jump_forward_tokens
+        tokens = list(jump_forward_tokens(self.tokenizer, m))
+        for tok in tokens:
+            if not m.advance(tok):
+                raise RuntimeError(f"jump_forward_tokens produced token {tok} that its matcher rejects")
+        return tokens

@@ -1,0 +1,127 @@
+"""KVManager: who owns each KV slot (free list, prefix cache, or a running request) and each table row.
+
+Every slot in 1..num_slots-1 is in exactly one place: the allocator's free list, the prefix cache, or
+req_to_token[row, cached_len:kv_len] of one running request. `check_integrity` verifies this.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..kv_pool import ReqToTokenPool, SlotAllocator
+from .radix_cache import PrefixCache, RadixCache
+from .request import Req, ReqStatus
+
+
+class KVManager:
+    def __init__(self, num_slots: int, max_requests: int, max_context: int, device: str | torch.device,
+                 disable_radix_cache: bool = False):
+        self.num_slots = num_slots
+        self.allocator = SlotAllocator(num_slots)  # slot ids live on the CPU; the table goes to `device`
+        self.req_to_token = ReqToTokenPool(max_requests, max_context, device)
+        self.cache: PrefixCache | None = None if disable_radix_cache else RadixCache()
+        self.running: set[Req] = set()
+
+    @property
+    def available(self) -> int:
+        """Slots obtainable now: free plus evictable from the cache."""
+        return self.allocator.available + (self.cache.evictable_size if self.cache else 0)
+
+    def match_len(self, req: Req) -> int:
+        """How many leading tokens the cache would serve `req` (no locking)."""
+        if self.cache is None:
+            return 0
+        return len(self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix())).slots)
+
+    def admit(self, req: Req) -> bool:
+        """WAITING -> RUNNING: takes a table row, matches and locks the cached prefix. False if no row free."""
+        row = self.req_to_token.alloc()
+        if row is None:
+            return False
+        req.row, req.status = row, ReqStatus.RUNNING
+        req.kv_len = req.cached_len = 0
+        if self.cache is not None:
+            slots, node = self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix()))
+            self.cache.lock(node)
+            req.last_node = node
+            req.kv_len = req.cached_len = len(slots)
+            self.req_to_token.table[row, :len(slots)] = slots.to(self.req_to_token.table)
+        self.running.add(req)
+        return True
+
+    def alloc(self, n: int) -> torch.Tensor | None:
+        """n slots, evicting from the cache if needed; None (nothing changes) if not obtainable."""
+        if n > self.available:
+            return None
+        short = n - self.allocator.available
+        if short > 0:
+            self.allocator.free(self.cache.evict(short))
+        return self.allocator.alloc(n)
+
+    def cache_unfinished(self, req: Req) -> None:
+        """Moves req's computed K/V into the cache so other requests can share it; req keeps using it (locked).
+        Slots another request inserted meanwhile win: req's duplicates are freed and its row repointed."""
+        if self.cache is None or req.kv_len <= req.cached_len:
+            return
+        tokens = req.tokens(0, req.kv_len)
+        row = self.req_to_token.table[req.row]
+        slots = row[:req.kv_len].to(torch.int64)
+        already = self.cache.insert(tokens, slots)
+        self.allocator.free(slots[req.cached_len:already])
+        new_slots, node = self.cache.match_prefix(tokens)
+        row[:req.kv_len] = new_slots.to(row)
+        self.cache.lock(node)
+        self.cache.unlock(req.last_node)
+        req.last_node, req.cached_len = node, req.kv_len
+
+    def release(self, req: Req) -> None:
+        """RUNNING -> not running (finish, abort or retraction): computed K/V goes to the cache (or the free
+        list when the cache is off); the row is freed. Afterwards req holds nothing and kv_len == 0."""
+        row = self.req_to_token.table[req.row]
+        slots = row[:req.kv_len].to(torch.int64)
+        if self.cache is None:
+            self.allocator.free(slots)
+        else:
+            already = self.cache.insert(req.tokens(0, req.kv_len), slots)
+            self.allocator.free(slots[req.cached_len:already])
+            self.cache.unlock(req.last_node)
+        self.req_to_token.free(req.row)
+        self.running.discard(req)
+        req.row, req.last_node, req.kv_len, req.cached_len = None, None, 0, 0
+
+    def reset(self) -> None:
+        """Forgets every request and cached prefix: all slots and rows become free."""
+        for req in self.running:
+            req.row, req.last_node, req.kv_len, req.cached_len = None, None, 0, 0
+        self.running.clear()
+        if self.cache is not None:
+            self.cache = RadixCache()
+        self.allocator.clear()
+        rows = self.req_to_token.table.shape[0]
+        self.req_to_token._free_rows = list(range(rows - 1, -1, -1))
+
+    def flush(self) -> bool:
+        """Empties the cache; only when no request is running."""
+        if self.running:
+            return False
+        if self.cache is not None:
+            self.cache.reset()
+        self.allocator.clear()
+        return True
+
+    def check_integrity(self) -> None:
+        owned = [self.allocator._free]
+        if self.cache is not None:
+            self.cache.check_integrity()
+            owned.append(self.cache.all_slots())
+        table = self.req_to_token.table
+        for req in self.running:
+            assert req.status is ReqStatus.RUNNING, f"{req} is tracked as running"
+            owned.append(table[req.row, req.cached_len:req.kv_len].to(torch.int64).cpu())
+            if self.cache is not None:
+                cached = self.cache.match_prefix(req.tokens(0, req.cached_len)).slots
+                assert len(cached) == req.cached_len, f"{req}: cached prefix missing from the tree"
+                assert torch.equal(cached, table[req.row, :req.cached_len].to(torch.int64).cpu()), \
+                    f"{req}: row does not point at the tree's slots"
+        slots = torch.cat(owned)
+        assert slots.numel() == self.num_slots - 1, f"{slots.numel()} slots accounted, expected {self.num_slots - 1}"
+        assert torch.equal(slots.sort().values, torch.arange(1, self.num_slots)), "a slot is lost or owned twice"

@@ -1,0 +1,79 @@
+"""ModelRunner: turns a scheduled batch into one forward pass and returns the logits rows that are needed.
+
+Rows needed per request: the positions whose logits score prompt tokens (prompt logprobs, from
+logprob_start_len - 1) and, when the pass reaches the end of the request's tokens, the last row (sampling).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..attention import create_attention_backend
+from ..forward_batch import ForwardBatch
+from ..kv_pool import KVPool
+from .request import Req
+
+
+@dataclass
+class ScheduledBatch:
+    """What one step computes: reqs[i] gets extend_lens[i] new tokens starting at its kv_len."""
+    reqs: list[Req]
+    extend_lens: list[int]
+    out_cache_loc: torch.Tensor   # [sum(extend_lens)] int64 slots for the new tokens
+    is_prefill: bool              # admission / chunk step (else decode, possibly with jump-forward tokens)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(self.extend_lens)
+
+
+@dataclass
+class ForwardOutput:
+    logits: torch.Tensor                 # [N, V] float32, the needed rows only
+    sample_rows: list[int | None]        # per request: its sampling row in logits, or None (mid-prompt chunk)
+    prompt_rows: list[tuple[int, int]]   # per request: (first row, count) of prompt-logprob rows in logits
+    prompt_first_pos: list[int]          # per request: absolute position of its first prompt-logprob row
+
+
+class ModelRunner:
+    def __init__(self, model, num_slots: int, attention_backend: str | None, device: str):
+        self.model = model
+        self.net = model.net
+        c = model.config
+        self.device = torch.device(device)
+        self.kv_pool = KVPool(c.num_layers, num_slots, c.num_kv_heads, c.head_dim, self.net.dtype, self.device)
+        self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device)
+        self.forward_passes = 0
+
+    def forward(self, batch: ScheduledBatch, req_to_token: torch.Tensor) -> ForwardOutput:
+        token_lists, prefix_lens, rows = [], [], []
+        indices: list[int] = []
+        sample_rows: list[int | None] = []
+        prompt_rows: list[tuple[int, int]] = []
+        prompt_first: list[int] = []
+        offset = 0
+        for req, n in zip(batch.reqs, batch.extend_lens):
+            start, end = req.kv_len, req.kv_len + n
+            token_lists.append(req.tokens(start, end))
+            prefix_lens.append(start)
+            rows.append(req.row)
+            # prompt logprobs: logits at position p score prompt token p + 1, for p in [lo, prompt_len - 2]
+            first = len(indices)
+            lo = max(start, req.logprob_start_len - 1, 0)
+            hi = min(end, req.prompt_len - 1)
+            if not req.input_logprobs_done and lo < hi:
+                indices.extend(range(offset + lo - start, offset + hi - start))
+            prompt_rows.append((first, len(indices) - first))
+            prompt_first.append(lo)
+            if end == req.seq_len:
+                sample_rows.append(len(indices))
+                indices.append(offset + n - 1)
+            else:
+                sample_rows.append(None)
+            offset += n
+        fb = ForwardBatch.build(token_lists, prefix_lens, rows, batch.out_cache_loc, req_to_token,
+                                logits_indices=torch.tensor(indices, dtype=torch.int64))
+        logits = self.net.forward(fb, self.attn)
+        self.forward_passes += 1
+        return ForwardOutput(logits, sample_rows, prompt_rows, prompt_first)

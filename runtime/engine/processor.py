@@ -1,0 +1,115 @@
+"""StepProcessor: applies one forward pass's logits to its requests: prompt logprobs, sampling, appending tokens,
+finish checks (EOS, stop tokens, stop strings, grammar end, length), grammar advance and jump-forward."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from .model_runner import ForwardOutput, ScheduledBatch
+from .request import FinishReason, Req
+from .sampler import Sampler
+
+
+class StepProcessor:
+    def __init__(self, sampler: Sampler, eos_token_id: int | None,
+                 jump_forward: Callable[[Req], list[int]] | None = None):
+        self.sampler = sampler
+        self.eos_token_id = eos_token_id
+        self.jump_forward = jump_forward   # forced tokens after a grammar step ([] if none), or None (off)
+
+    def process(self, batch: ScheduledBatch, out: ForwardOutput) -> None:
+        """Mutates batch.reqs: kv_len, logprobs, output_ids, finish_reason, matcher state."""
+        self._prompt_logprobs(batch, out)
+        for req, n in zip(batch.reqs, batch.extend_lens):
+            req.kv_len += n
+            if not req.input_logprobs_done and req.kv_len >= req.prompt_len - 1:
+                req.input_logprobs_done = True
+        idx = [i for i, r in enumerate(batch.reqs) if out.sample_rows[i] is not None]
+        prefill_only = [i for i in idx if batch.reqs[i].params.max_new_tokens == 0]
+        for i in prefill_only:
+            batch.reqs[i].finish_reason = FinishReason("length")
+        idx = [i for i in idx if i not in prefill_only]
+        if not idx:
+            return
+        reqs = [batch.reqs[i] for i in idx]
+        logits = out.logits[[out.sample_rows[i] for i in idx]]
+        s = self.sampler.sample(logits, reqs)
+        for j, req in enumerate(reqs):
+            lp = s.logprobs[j] if s.logprobs else None
+            top = s.top_logprobs[j] if s.top_logprobs else []
+            self._append(req, s.token_ids[j], lp, top)
+            if not req.finished and req.matcher is not None and self.jump_forward is not None \
+                    and not req.return_logprob:
+                for tok in self.jump_forward(req)[:req.remaining_new_tokens]:
+                    self._append(req, tok, None, [], forced=True)
+                    if req.finished:
+                        break
+
+    def _append(self, req: Req, tok: int, logprob: float | None, top: list, forced: bool = False) -> None:
+        """Adds one output token and sets finish_reason if it ends the request."""
+        p = req.params
+        req.output_ids.append(tok)
+        if req.first_token_time is None:
+            req.first_token_time = time.perf_counter()
+        if req.token_counts is not None:
+            req.token_counts[tok] += 1
+        if req.return_logprob:
+            req.output_token_logprobs.append((logprob, tok))
+            req.output_top_logprobs.append(top)
+        is_stop_token = tok in p.stop_token_ids or (tok == self.eos_token_id and not p.ignore_eos)
+        if is_stop_token and len(req.output_ids) > p.min_new_tokens:
+            if p.no_stop_trim:
+                req.stop_checker.push([tok])
+            self._finish(req, FinishReason("stop", tok))
+            return
+        if req.matcher is not None:
+            if forced:
+                pass  # jump_forward already advanced the matcher
+            elif not req.matcher.advance(tok):
+                self._finish(req, FinishReason("abort", message=f"grammar rejected sampled token {tok}"))
+                return
+        matched = req.stop_checker.push([tok])
+        if matched is not None:
+            self._finish(req, FinishReason("stop", matched))
+        elif req.matcher is not None and req.matcher.is_terminated():
+            self._finish(req, FinishReason("stop"))
+        elif req.remaining_new_tokens <= 0:
+            self._finish(req, FinishReason("length"))
+
+    @staticmethod
+    def _finish(req: Req, reason: FinishReason) -> None:
+        req.finish_reason = reason
+        req.stop_checker.flush()
+        req.finished_time = time.perf_counter()
+
+    def _prompt_logprobs(self, batch: ScheduledBatch, out: ForwardOutput) -> None:
+        spans = [(i, *out.prompt_rows[i]) for i, r in enumerate(batch.reqs) if not r.input_logprobs_done]
+        for i, _, _ in spans:
+            req = batch.reqs[i]
+            if req.logprob_start_len == 0 and not req.input_token_logprobs:
+                req.input_token_logprobs.append((None, req.origin_input_ids[0]))
+                req.input_top_logprobs.append([])
+        spans = [(i, first, count) for i, first, count in spans if count]
+        if not spans:
+            return
+        rows = torch.cat([torch.arange(first, first + count) for _, first, count in spans])
+        lp = torch.log_softmax(out.logits[rows.to(out.logits.device)], dim=-1)       # [N, V]
+        targets = []
+        for i, _, count in spans:
+            pos = out.prompt_first_pos[i]
+            targets.extend(batch.reqs[i].origin_input_ids[pos + 1:pos + 1 + count])
+        chosen = lp.gather(1, torch.tensor(targets, device=lp.device)[:, None])[:, 0].tolist()
+        k = max(batch.reqs[i].top_logprobs_num for i, _, _ in spans)
+        top_v = top_i = None
+        if k:
+            top_v, top_i = (t.tolist() for t in lp.topk(k, dim=-1))
+        at = 0
+        for i, _, count in spans:
+            req = batch.reqs[i]
+            n = req.top_logprobs_num
+            for j in range(at, at + count):
+                req.input_token_logprobs.append((chosen[j], targets[j]))
+                req.input_top_logprobs.append(list(zip(top_v[j][:n], top_i[j][:n])) if n else [])
+            at += count

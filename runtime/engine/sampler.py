@@ -1,0 +1,160 @@
+"""Sampler: next tokens for a batch of logits rows, one request per row.
+
+Order per step: log-probabilities of the raw logits (reported), penalties, min_new_tokens / grammar masks, then
+greedy argmax or temperature -> top-k -> top-p -> min-p -> a draw from the request's own torch.Generator (so a
+seeded request samples the same token whatever else is in the batch). Python loops run over the batch, never
+over the vocabulary.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import torch
+
+from .request import Req
+
+NEG_INF = float("-inf")
+
+
+class SampleOutput(NamedTuple):
+    token_ids: list[int]
+    logprobs: list[float] | None                   # raw-distribution logprob of each chosen token
+    top_logprobs: list[list[tuple[float, int]]] | None
+
+
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+    """logits [B, V] float; bitmask [B, ceil(V/32)] int32 (bit j of word w = token 32w+j allowed). In place."""
+    try:
+        from sglite.kernels.token_mask import apply_token_bitmask as kernel
+    except ImportError:
+        kernel = None
+    if kernel is not None:
+        kernel(logits, bitmask)
+        return
+    V = logits.shape[1]
+    bits = torch.arange(32, dtype=torch.int32, device=bitmask.device)
+    allowed = ((bitmask[:, :, None] >> bits) & 1).bool().reshape(bitmask.shape[0], -1)[:, :V]
+    logits.masked_fill_(~allowed, NEG_INF)
+
+
+class Sampler:
+    def __init__(self, vocab_size: int, eos_token_id: int | None):
+        self.vocab_size = vocab_size
+        self.eos_token_id = eos_token_id
+
+    def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> SampleOutput:
+        """logits: [B, V] float32, row i for reqs[i]. Mutates logits. Reads (does not advance) grammar state."""
+        B = len(reqs)
+        logprobs = top = None
+        want_lp = [i for i, r in enumerate(reqs) if r.return_logprob]
+        raw_lp = torch.log_softmax(logits[want_lp], dim=-1) if want_lp else None
+
+        self._apply_penalties(logits, reqs)
+        self._apply_masks(logits, reqs)
+
+        token_ids = torch.empty(B, dtype=torch.int64)
+        greedy = [i for i, r in enumerate(reqs) if r.params.is_greedy]
+        if greedy:
+            token_ids[greedy] = logits[greedy].argmax(dim=-1).cpu()
+        sampled = [i for i, r in enumerate(reqs) if not r.params.is_greedy]
+        if sampled:
+            token_ids[sampled] = self._sample_rows(logits[sampled], [reqs[i] for i in sampled])
+        ids = token_ids.tolist()
+
+        if want_lp:
+            chosen = torch.tensor([ids[i] for i in want_lp])
+            lp = raw_lp.gather(1, chosen[:, None].to(raw_lp.device))[:, 0].tolist()
+            logprobs = [None] * B
+            top = [[] for _ in range(B)]
+            k = max(reqs[i].top_logprobs_num for i in want_lp)
+            top_v = top_i = None
+            if k > 0:
+                top_v, top_i = raw_lp.topk(k, dim=-1)
+                top_v, top_i = top_v.tolist(), top_i.tolist()
+            for j, i in enumerate(want_lp):
+                logprobs[i] = lp[j]
+                n = reqs[i].top_logprobs_num
+                if n:
+                    top[i] = list(zip(top_v[j][:n], top_i[j][:n]))
+        return SampleOutput(ids, logprobs, top)
+
+    # --- logits processing ----------------------------------------------------------------------------------
+    def _apply_penalties(self, logits: torch.Tensor, reqs: Sequence[Req]) -> None:
+        rows = [i for i, r in enumerate(reqs) if r.params.has_penalties]
+        if not rows:
+            return
+        sub = logits[rows]
+        dev = sub.device
+        counts = torch.stack([self._counts(reqs[i]) for i in rows]).to(dev)          # [R, V] output counts
+        p = [reqs[i].params for i in rows]
+        freq = torch.tensor([x.frequency_penalty for x in p], device=dev)[:, None]
+        pres = torch.tensor([x.presence_penalty for x in p], device=dev)[:, None]
+        rep = torch.tensor([x.repetition_penalty for x in p], device=dev)[:, None]
+        sub -= freq * counts + pres * (counts > 0)
+        seen = counts > 0
+        seen |= torch.stack([self._prompt_mask(reqs[i]) for i in rows]).to(dev)
+        penalised = torch.where(sub > 0, sub / rep, sub * rep)
+        sub = torch.where(seen & (rep != 1.0), penalised, sub)
+        logits[rows] = sub
+
+    def _counts(self, req: Req) -> torch.Tensor:
+        if req.token_counts is None:
+            req.token_counts = torch.zeros(self.vocab_size, dtype=torch.float32)
+            if req.output_ids:
+                req.token_counts.index_add_(0, torch.tensor(req.output_ids), torch.ones(len(req.output_ids)))
+        return req.token_counts
+
+    def _prompt_mask(self, req: Req) -> torch.Tensor:
+        if req.prompt_mask is None:
+            req.prompt_mask = torch.zeros(self.vocab_size, dtype=torch.bool)
+            if req.params.repetition_penalty != 1.0:
+                req.prompt_mask[torch.tensor(req.origin_input_ids)] = True
+        return req.prompt_mask
+
+    def _apply_masks(self, logits: torch.Tensor, reqs: Sequence[Req]) -> None:
+        eos = self.eos_token_id
+        for i, r in enumerate(reqs):
+            if len(r.output_ids) < r.params.min_new_tokens:
+                stops = list(r.params.stop_token_ids) + ([eos] if eos is not None else [])
+                logits[i, stops] = NEG_INF
+        rows = [i for i, r in enumerate(reqs) if r.matcher is not None]
+        if not rows:
+            return
+        words = (logits.shape[1] + 31) // 32
+        bitmask = torch.zeros((len(rows), words), dtype=torch.int32)
+        for j, i in enumerate(rows):
+            reqs[i].matcher.fill_bitmask(bitmask, j)
+            if eos is not None:  # EOS exactly when the grammar accepts
+                w, b = divmod(eos, 32)
+                word = int(bitmask[j, w]) & 0xFFFFFFFF
+                word = word | (1 << b) if reqs[i].matcher.is_accepting() else word & ~(1 << b)
+                bitmask[j, w] = word - (1 << 32) if word >= 1 << 31 else word
+        sub = logits[rows]
+        apply_token_bitmask(sub, bitmask.to(sub.device))
+        logits[rows] = sub
+
+    # --- drawing ----------------------------------------------------------------------------------------------
+    def _sample_rows(self, logits: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
+        """logits [R, V] of non-greedy requests -> [R] token ids (CPU int64)."""
+        dev = logits.device
+        temp = torch.tensor([r.params.temperature for r in reqs], device=dev)[:, None]
+        probs = torch.softmax(logits / temp, dim=-1)
+        top_k = [r.params.top_k for r in reqs]
+        top_p = [r.params.top_p for r in reqs]
+        if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
+            sorted_p, order = probs.sort(dim=-1, descending=True)
+            ranks = torch.arange(probs.shape[1], device=dev)[None, :]
+            k = torch.tensor([k if k > 0 else probs.shape[1] for k in top_k], device=dev)[:, None]
+            cum_before = sorted_p.cumsum(dim=-1) - sorted_p
+            drop = (ranks >= k) | (cum_before > torch.tensor(top_p, device=dev)[:, None])
+            sorted_p = sorted_p.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter_(1, order, sorted_p)
+        min_p = [r.params.min_p for r in reqs]
+        if any(m > 0 for m in min_p):
+            floor = torch.tensor(min_p, device=dev)[:, None] * probs.max(dim=-1, keepdim=True).values
+            probs = probs.masked_fill(probs < floor, 0.0)
+        probs = probs.cpu()
+        out = torch.empty(len(reqs), dtype=torch.int64)
+        for i, r in enumerate(reqs):
+            out[i] = torch.multinomial(probs[i], 1, generator=r.generator)[0]
+        return out

@@ -1,0 +1,193 @@
+"""Scheduler: decides what each step computes.
+
+A step is either a prefill step (admit waiting requests and continue a chunked prefill, within a token budget
+and memory) or a decode step (one pending token, or a few jump-forward tokens, for every running request).
+When both kinds of work exist, steps alternate, so long prompts are prefilled in chunks interleaved with decode.
+"""
+from __future__ import annotations
+
+from collections import deque
+
+import torch
+
+from .config import EngineConfig
+from .kv_manager import KVManager
+from .model_runner import ScheduledBatch
+from .request import FinishReason, Req, ReqStatus
+
+# admission keeps this fraction of each admitted request's remaining output budget (capped) free for decode
+DECODE_RESERVE_RATIO = 0.3
+DECODE_RESERVE_CAP = 256
+LPM_MAX_QUEUE = 128  # beyond this many waiting requests, LPM sorting costs more than it saves: use FCFS
+
+
+class Scheduler:
+    def __init__(self, config: EngineConfig, kv: KVManager):
+        self.config = config
+        self.kv = kv
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []        # prompt fully computed; decoding. Admission order (oldest first)
+        self.chunked: Req | None = None     # the one request whose prompt is being prefilled in chunks
+        self._last_was_prefill = False
+        self.num_retractions = 0
+
+    # --- queue -----------------------------------------------------------------------------------------------
+    def add(self, req: Req) -> None:
+        self.waiting.append(req)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked)
+
+    def abort(self, rid: str) -> list[Req]:
+        """Removes every request with this id (or id prefix 'rid-' for n > 1) wherever it is, releasing its
+        slots. Returns them with finish_reason abort."""
+        def hit(r: Req) -> bool:
+            return r.rid == rid or r.rid.startswith(rid + "-")
+        out = [r for r in self.waiting if hit(r)]
+        self.waiting = deque(r for r in self.waiting if not hit(r))
+        for r in [r for r in self.running if hit(r)] + ([self.chunked] if self.chunked and hit(self.chunked) else []):
+            self.kv.release(r)
+            out.append(r)
+        self.running = [r for r in self.running if not hit(r)]
+        if self.chunked is not None and hit(self.chunked):
+            self.chunked = None
+        for r in out:
+            r.finish_reason = FinishReason("abort", message="aborted by request")
+            r.status = ReqStatus.FINISHED
+        return out
+
+    # --- scheduling ------------------------------------------------------------------------------------------
+    def schedule(self) -> ScheduledBatch | None:
+        want_prefill = bool(self.waiting or self.chunked)
+        if want_prefill and self.running and self._last_was_prefill:
+            want_prefill = False  # let decode run between prefill steps
+        batch = self._schedule_prefill() if want_prefill else None
+        if batch is None and self.running:
+            batch = self._schedule_decode()
+        if batch is None and (self.waiting or self.chunked) and not want_prefill:
+            batch = self._schedule_prefill()
+        self._last_was_prefill = batch is not None and batch.is_prefill
+        return batch
+
+    def _schedule_prefill(self) -> ScheduledBatch | None:
+        budget = self.config.prefill_budget
+        chunking = self.config.chunked_prefill_size != -1
+        reqs, lens, slots = [], [], []
+        reserve = sum(self._decode_reserve(r) for r in self.running)
+
+        def take(req: Req, n: int) -> bool:
+            got = self.kv.alloc(n)
+            if got is None:
+                return False
+            reqs.append(req)
+            lens.append(n)
+            slots.append(got)
+            return True
+
+        if self.chunked is not None:
+            req = self.chunked
+            n = min(req.num_pending, budget)
+            if not take(req, n):
+                return None
+            budget -= n
+            reserve += self._decode_reserve(req)
+        for req in self._ordered_waiting():
+            if budget <= 0 or len(self.running) + len(reqs) >= self.config.max_running_requests:
+                break
+            if self._defer_for_sharing(req, reqs):
+                continue
+            if not self.kv.admit(req):
+                break
+            n = req.num_pending
+            if n > budget and (chunking or reqs):
+                n = budget if chunking else 0
+            need = n + reserve + self._decode_reserve(req)
+            if n == 0 or need > self.kv.available or not take(req, n):
+                self.kv.release(req)
+                req.status = ReqStatus.WAITING
+                break
+            self.waiting.remove(req)
+            if not req.admitted_once:
+                req.cached_tokens, req.admitted_once = req.cached_len, True
+            budget -= n
+            reserve += self._decode_reserve(req)
+        if not reqs:
+            return None
+        return ScheduledBatch(reqs, lens, torch.cat(slots), is_prefill=True)
+
+    def _ordered_waiting(self) -> list[Req]:
+        reqs = list(self.waiting)
+        if self.config.schedule_policy == "lpm" and self.kv.cache is not None and 1 < len(reqs) <= LPM_MAX_QUEUE:
+            reqs.sort(key=lambda r: -self.kv.match_len(r))  # stable: FCFS among equal matches
+        return reqs
+
+    def _defer_for_sharing(self, req: Req, admitted: list[Req]) -> bool:
+        """True if req shares a long uncached prefix with a request prefilled this step: it waits one step and
+        then reads that prefix from the cache instead of computing it again."""
+        if self.kv.cache is None:
+            return False
+        cached = self.kv.match_len(req)
+        limit = req.max_cacheable_prefix()
+        for other in admitted:
+            common = _common_prefix_len(req.tokens(0, limit), other.tokens(0, other.prompt_len))
+            if common - cached >= self.config.in_batch_prefix_threshold:
+                return True
+        return False
+
+    def _decode_reserve(self, req: Req) -> int:
+        return int(min(req.remaining_new_tokens, DECODE_RESERVE_CAP) * DECODE_RESERVE_RATIO)
+
+    def _schedule_decode(self) -> ScheduledBatch | None:
+        while True:
+            need = sum(r.num_pending for r in self.running)
+            slots = self.kv.alloc(need)
+            if slots is not None:
+                break
+            if len(self.running) == 1:
+                raise RuntimeError(f"KV pool too small for one request ({self.running[0]}); raise max_total_tokens")
+            self._retract(self.running.pop())
+        return ScheduledBatch(list(self.running), [r.num_pending for r in self.running], slots, is_prefill=False)
+
+    def _retract(self, req: Req) -> None:
+        """Preempts req: its computed K/V goes to the cache (evictable), it re-queues at the front and later
+        resumes from its prompt plus the output so far."""
+        self.kv.release(req)
+        req.status = ReqStatus.WAITING
+        self.waiting.appendleft(req)
+        self.num_retractions += 1
+
+    # --- after a step ----------------------------------------------------------------------------------------
+    def on_step_done(self, batch: ScheduledBatch) -> list[Req]:
+        """Releases finished requests, moves completed prefills to running, shares fresh prompt K/V through
+        the cache. Returns the finished requests."""
+        finished = [r for r in batch.reqs if r.finished]
+        for r in finished:
+            self.kv.release(r)
+            r.status = ReqStatus.FINISHED
+        if batch.is_prefill:
+            self.chunked = None
+            for r in batch.reqs:
+                if r.finished:
+                    continue
+                self.kv.cache_unfinished(r)
+                if r.in_prompt:
+                    self.chunked = r
+                else:
+                    self.running.append(r)
+        if finished:
+            self.running = [r for r in self.running if not r.finished]
+        return finished
+
+
+def _common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # binary search on slice equality keeps the comparison in C
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

@@ -55,8 +55,9 @@ def decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     cols = torch.arange(L, device=q.device)
     valid = cols[None, :] < seq_lens[:, None]                                  # [B, L]
     slots = torch.where(valid, req_to_token[req_pool_indices, :L].long(), 0)   # [B, L]
-    keys = k_cache[slots].float().repeat_interleave(Hq // Hkv, dim=2)          # [B, L, Hq, D]
-    values = v_cache[slots].float().repeat_interleave(Hq // Hkv, dim=2)
+    keep = valid[:, :, None, None]                                             # padding slot 0 may hold NaN
+    keys = torch.where(keep, k_cache[slots].float(), 0).repeat_interleave(Hq // Hkv, dim=2)   # [B, L, Hq, D]
+    values = torch.where(keep, v_cache[slots].float(), 0).repeat_interleave(Hq // Hkv, dim=2)
     scores = torch.einsum("bhd,blhd->bhl", q.float(), keys) * scale            # [B, Hq, L]
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     result = torch.einsum("bhl,blhd->bhd", scores.softmax(-1), values).to(q.dtype)
@@ -78,7 +79,7 @@ def _kernels():
                             stride_pb, stride_ph, stride_ps, stride_lb, stride_lh,
                             scale_log2, G, D, NUM_SPLITS,
                             BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
-                            PRECISION: tl.constexpr):
+                            PRECISION: tl.constexpr, UPCAST: tl.constexpr):
         # grid: (B, Hkv, NUM_SPLITS). Rows of the tile are the G query heads of KV head `kvh` (padded to BLOCK_H).
         b = tl.program_id(0)
         kvh = tl.program_id(1)
@@ -96,6 +97,8 @@ def _kernels():
         b64 = b.to(tl.int64)
         q = tl.load(q_ptr + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :],
                     mask=h_ok[:, None] & d_ok[None, :], other=0.0)                          # [BLOCK_H, BLOCK_D]
+        if UPCAST:  # the interpreter's bf16 tl.dot is wrong (triton 3.7): compute in fp32
+            q = q.to(tl.float32)
         row = tl.load(req_pool_indices + b).to(tl.int64)
         kv_head = k_cache + kvh * stride_ch
         v_head = v_cache + kvh * stride_ch
@@ -109,6 +112,8 @@ def _kernels():
             slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
             k = tl.load(kv_head + slot[None, :] * stride_cs + offs_d[:, None],
                         mask=n_ok[None, :] & d_ok[:, None], other=0.0)                      # [BLOCK_D, BLOCK_N]
+            if UPCAST:
+                k = k.to(tl.float32)
             s = tl.dot(q, k, input_precision=PRECISION) * scale_log2                          # [BLOCK_H, BLOCK_N]
             s = tl.where(n_ok[None, :], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -117,6 +122,8 @@ def _kernels():
             l_i = l_i * alpha + tl.sum(p, 1)
             v = tl.load(v_head + slot[:, None] * stride_cs + offs_d[None, :],
                         mask=n_ok[:, None] & d_ok[None, :], other=0.0)                      # [BLOCK_N, BLOCK_D]
+            if UPCAST:
+                v = v.to(tl.float32)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
             m_i = m_new
 
@@ -203,7 +210,7 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),
         scale * _LOG2E, G, D, num_splits,
         BLOCK_H=max(16, triton.next_power_of_2(G)), BLOCK_D=block_d, BLOCK_N=block_n, PRECISION=precision,
-        num_warps=4, num_stages=2)
+        UPCAST=not q.is_cuda, num_warps=4, num_stages=2)
     merge_kernel[(B, Hq)](
         part_o, part_lse, seq_lens, out,
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),

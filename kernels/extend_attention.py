@@ -86,7 +86,7 @@ def _kernel():
                       stride_cs, stride_ch, stride_rt,
                       scale_log2, G, D,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                      PRECISION: tl.constexpr):
+                      PRECISION: tl.constexpr, UPCAST: tl.constexpr):
         # grid: (B, Hq, cdiv(max_extend, BLOCK_M))
         b = tl.program_id(0)
         h = tl.program_id(1)
@@ -103,6 +103,8 @@ def _kernel():
             d_ok = offs_d < D
             q = tl.load(q_ptr + (first + offs_m)[:, None] * stride_qt + h * stride_qh + offs_d[None, :],
                         mask=m_ok[:, None] & d_ok[None, :], other=0.0)                      # [BLOCK_M, BLOCK_D]
+            if UPCAST:  # the interpreter's bf16 tl.dot is wrong (triton 3.7): compute in fp32
+                q = q.to(tl.float32)
 
             m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
             l_i = tl.zeros([BLOCK_M], tl.float32)
@@ -114,6 +116,8 @@ def _kernel():
                 slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
                 k = tl.load(k_cache + slot[None, :] * stride_cs + kvh * stride_ch + offs_d[:, None],
                             mask=n_ok[None, :] & d_ok[:, None], other=0.0)                  # [BLOCK_D, BLOCK_N]
+                if UPCAST:
+                    k = k.to(tl.float32)
                 s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
                 s = tl.where(n_ok[None, :], s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -122,6 +126,8 @@ def _kernel():
                 l_i = l_i * alpha + tl.sum(p, 1)
                 v = tl.load(v_cache + slot[:, None] * stride_cs + kvh * stride_ch + offs_d[None, :],
                             mask=n_ok[:, None] & d_ok[None, :], other=0.0)                  # [BLOCK_N, BLOCK_D]
+                if UPCAST:
+                    v = v.to(tl.float32)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
             # 2) the new tokens themselves, causally, up to this block's last row. Key 0 is visible to every
@@ -132,6 +138,8 @@ def _kernel():
                 n_ok = offs_n < ext
                 k = tl.load(k_ptr + (first + offs_n)[None, :] * stride_kt + kvh * stride_kh + offs_d[:, None],
                             mask=n_ok[None, :] & d_ok[:, None], other=0.0)
+                if UPCAST:
+                    k = k.to(tl.float32)
                 s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
                 s = tl.where(n_ok[None, :] & (offs_n[None, :] <= offs_m[:, None]), s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
@@ -140,6 +148,8 @@ def _kernel():
                 l_i = l_i * alpha + tl.sum(p, 1)
                 v = tl.load(v_ptr + (first + offs_n)[:, None] * stride_vt + kvh * stride_vh + offs_d[None, :],
                             mask=n_ok[:, None] & d_ok[None, :], other=0.0)
+                if UPCAST:
+                    v = v.to(tl.float32)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
             o = acc / l_i[:, None]
@@ -187,7 +197,8 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), req_to_token.stride(0),
         scale * _LOG2E, Hq // k.shape[1], D,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=precision, num_warps=warps, num_stages=2)
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=precision,
+        UPCAST=not q.is_cuda, num_warps=warps, num_stages=2)
     return out
 
 

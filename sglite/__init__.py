@@ -36,7 +36,10 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'sglite' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    mod = importlib.import_module(module)
+    if name == "Engine" and not hasattr(mod, "Engine"):   # until the package re-exports it
+        mod = importlib.import_module("sglite.runtime.engine.engine")
+    value = getattr(mod, name)
     globals()[name] = value
     return value
 

@@ -15,7 +15,7 @@ class Runtime(EngineBackend):
     def __init__(self, model: Any = None, *, engine: Any = None, **engine_options: Any):
         super().__init__()
         if engine is None:
-            from ..runtime.engine import Engine
+            from ..runtime.engine.engine import Engine
             engine_options.setdefault("background", True)
             engine = Engine(model, **engine_options)
         self.engine = engine

@@ -80,3 +80,12 @@ def paged_cache(seq_lens: list[int], num_kv_heads: int, head_dim: int, page_size
 def paged():
     """The `paged_cache` builder, as a fixture (conftest modules are not importable by name)."""
     return paged_cache
+
+
+@pytest.fixture
+def cpu_interpreter() -> None:
+    """For tests that only make sense under the interpreter (CPU tensors through the Triton backend)."""
+    if not HAS_TRITON:
+        pytest.skip(_NO_TRITON)
+    if HAS_CUDA:
+        pytest.skip("CUDA present: TRITON_INTERPRET is not set, so Triton cannot run on CPU tensors here")

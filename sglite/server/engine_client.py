@@ -30,10 +30,18 @@ class GenerateCall:
     return_logprob: bool = False
     logprob_start_len: int | None = None
     top_logprobs_num: int = 0
+    # Ask the engine for a stream (abortable from its first chunk) or one final result. Non-streamed requests
+    # with logprobs use the latter: the engine's stream drops the logprobs of steps whose text it holds back.
+    engine_stream: bool = True
+    prompt_param: str = "prompt"  # the request field an over-long prompt error names
+
+    @property
+    def constraint(self) -> str | None:
+        return next((k for k in ("regex", "json_schema", "ebnf") if self.sampling_params.get(k) is not None), None)
 
     def engine_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = {"sampling_params": self.sampling_params, "return_logprob": self.return_logprob,
-                              "top_logprobs_num": self.top_logprobs_num, "stream": True}
+                              "top_logprobs_num": self.top_logprobs_num, "stream": self.engine_stream}
         if self.logprob_start_len is not None:
             kw["logprob_start_len"] = self.logprob_start_len
         if self.input_ids is not None:
@@ -132,7 +140,7 @@ class RequestStream:
         self._first = await self._queue.get()
         if isinstance(self._first, BaseException):
             self._pump_task = None
-            raise _to_api_error(self._first)
+            raise _to_api_error(self._first, self.call)
 
     async def deltas(self) -> AsyncIterator[Delta]:
         """Yields one Delta per engine chunk until the request finishes."""
@@ -141,7 +149,7 @@ class RequestStream:
             item = await self._queue.get()
         while item is not _END:
             if isinstance(item, BaseException):
-                raise _to_api_error(item)
+                raise _to_api_error(item, self.call)
             yield self._record(self.acc.add(item))
             item = await self._queue.get()
 
@@ -168,6 +176,8 @@ class RequestStream:
             stream = self.engine.async_generate(**self.call.engine_kwargs())
             if inspect.isawaitable(stream):
                 stream = await stream
+            if isinstance(stream, dict):  # engine_stream=False: the final result, as one chunk
+                stream = _single(stream)
             async for chunk in stream:
                 if self.rid is None:
                     self.rid = (chunk.get("meta_info") or {}).get("id")
@@ -213,11 +223,15 @@ class RequestStream:
         m.e2e_latency.observe(time.perf_counter() - self._t0)
 
 
-def _to_api_error(err: BaseException) -> APIError:
+async def _single(result: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:
+    yield result
+
+
+def _to_api_error(err: BaseException, call: GenerateCall) -> APIError:
     if isinstance(err, APIError):
         return err
     if isinstance(err, ValueError):
-        return from_value_error(err)
+        return from_value_error(err, prompt_param=call.prompt_param, constraint=call.constraint)
     if isinstance(err, TypeError):
         return APIError(400, str(err), code="invalid_type")
     return APIError(500, f"internal error: {type(err).__name__}: {err}", code="internal_error")

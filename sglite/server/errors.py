@@ -44,18 +44,32 @@ def bad_request(message: str, param: str | None = None, code: str | None = None)
     return APIError(400, message, param=param, code=code)
 
 
-def from_value_error(err: ValueError, openai_names: bool = True) -> APIError:
+def from_value_error(err: ValueError, prompt_param: str = "prompt", constraint: str | None = None,
+                     openai_names: bool = True) -> APIError:
     """A 400 for a ValueError the engine (or grammar compiler) raised before queuing a request.
-    The engine names the offending key in the message; we surface it as `param` when we can find it."""
+    The engine names the offending key in its message (`sampling_params['top_p'] must be ...`); we surface it
+    as `param`. Grammar compile errors name no key: they get the request's `constraint` key."""
     message = str(err) or type(err).__name__
     param = None
-    for key in sorted(_SAMPLING_KEYS, key=len, reverse=True):
-        if re.search(rf"(?<![A-Za-z_]){re.escape(key)}(?![A-Za-z_])", message):
-            param = key
-            break
-    if param is None and re.search(r"context|too long|exceed", message, re.IGNORECASE):
-        param = "messages"
+    named = re.search(r"sampling_params\[['\"](\w+)['\"]\]", message) or \
+        re.search(r"unknown sampling_params key\(s\) \[['\"](\w+)", message)
+    if named:
+        param = named.group(1)
+    elif "exceeds the KV pool" in message:
+        param = "max_new_tokens"
+    elif constraint is not None and (type(err) is not ValueError or
+                                     re.search(r"compil|constrained|grammar|schema|regex", message, re.I)):
+        param = constraint  # GrammarError / UnsupportedSchemaError from the compiler
+    elif re.search(r"\bprompt\b|context|input_ids", message):
+        param = prompt_param
+    else:
+        head = message.split("; known")[0]
+        for key in sorted(_SAMPLING_KEYS, key=len, reverse=True):
+            if re.search(rf"(?<![A-Za-z_]){re.escape(key)}(?![A-Za-z_])", head):
+                param = key
+                break
     if openai_names and param is not None:
         param = OPENAI_PARAM_NAMES.get(param, param)
-    code = type(err).__name__ if type(err) is not ValueError else "invalid_value"
+    code = "context_length_exceeded" if re.search(r"context holds|exceeds the KV pool", message) else \
+        (type(err).__name__ if type(err) is not ValueError else "invalid_value")
     return APIError(400, message, param=param, code=code)

@@ -13,30 +13,17 @@ from prometheus_client.core import GaugeMetricFamily
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5)
 
-# engine.get_stats() key -> (metric name, help). First key present wins for each metric name.
-ENGINE_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("num_running_reqs", "sglite_num_running_requests", "Requests in the running batch"),
-    ("num_running_requests", "sglite_num_running_requests", "Requests in the running batch"),
-    ("running", "sglite_num_running_requests", "Requests in the running batch"),
-    ("num_waiting_reqs", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
-    ("num_waiting_requests", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
-    ("num_queue_reqs", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
-    ("queue_length", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
-    ("waiting", "sglite_num_queue_requests", "Requests waiting to be scheduled"),
-    ("cache_hit_rate", "sglite_cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens"),
-    ("token_usage", "sglite_kv_pool_usage", "Fraction of KV pool slots in use"),
-    ("kv_pool_usage", "sglite_kv_pool_usage", "Fraction of KV pool slots in use"),
-    ("used_slots", "sglite_kv_pool_used_slots", "KV pool slots in use (running requests + prefix cache)"),
-    ("kv_used_slots", "sglite_kv_pool_used_slots", "KV pool slots in use (running requests + prefix cache)"),
-    ("available_slots", "sglite_kv_pool_free_slots", "KV pool slots free"),
-    ("free_slots", "sglite_kv_pool_free_slots", "KV pool slots free"),
-    ("kv_free_slots", "sglite_kv_pool_free_slots", "KV pool slots free"),
-    ("total_slots", "sglite_kv_pool_total_slots", "KV pool slots in all"),
-    ("max_total_tokens", "sglite_kv_pool_total_slots", "KV pool slots in all"),
-    ("cached_slots", "sglite_kv_pool_cached_slots", "KV pool slots held by the prefix cache"),
-    ("evictable_size", "sglite_kv_pool_cached_slots", "KV pool slots held by the prefix cache"),
-    ("forward_passes", "sglite_forward_passes", "Model forward passes so far"),
-    ("num_forward_passes", "sglite_forward_passes", "Model forward passes so far"),
+# metric name, help, engine.get_stats() keys (first present wins)
+ENGINE_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("sglite_num_running_requests", "Requests in the running batch", ("num_running", "num_running_reqs")),
+    ("sglite_num_queue_requests", "Requests waiting to be scheduled", ("num_waiting", "num_waiting_reqs")),
+    ("sglite_cache_hit_rate", "Prompt tokens served from the prefix cache / prompt tokens, since start",
+     ("cache_hit_rate",)),
+    ("sglite_kv_pool_total_slots", "KV pool slots in all", ("pool_tokens", "total_slots")),
+    ("sglite_kv_pool_free_slots", "KV pool slots free", ("pool_free_tokens", "free_slots")),
+    ("sglite_kv_pool_cached_slots", "KV pool slots held by the prefix cache", ("cached_tree_tokens",)),
+    ("sglite_forward_passes", "Model forward passes so far", ("forward_passes",)),
+    ("sglite_num_retractions", "Requests preempted under memory pressure so far", ("num_retractions",)),
 )
 
 
@@ -49,14 +36,24 @@ class _EngineStatsCollector:
             stats = flatten_stats(self.get_stats())
         except Exception:  # a scrape must never fail because the engine is busy or shutting down
             return []
-        out, done = [], set()
-        for key, name, doc in ENGINE_GAUGES:
-            value = stats.get(key)
-            if name in done or not isinstance(value, (int, float)) or isinstance(value, bool):
-                continue
-            done.add(name)
-            out.append(GaugeMetricFamily(name, doc, value=float(value)))
+        values: dict[str, float] = {}
+        out = []
+        for name, doc, keys in ENGINE_GAUGES:
+            value = next((stats[k] for k in keys if _is_number(stats.get(k))), None)
+            if value is not None:
+                values[name] = float(value)
+                out.append(GaugeMetricFamily(name, doc, value=float(value)))
+        total, free = values.get("sglite_kv_pool_total_slots"), values.get("sglite_kv_pool_free_slots")
+        if total is not None and free is not None:
+            out.append(GaugeMetricFamily("sglite_kv_pool_used_slots", "KV pool slots in use (requests + prefix "
+                                         "cache)", value=total - free))
+            out.append(GaugeMetricFamily("sglite_kv_pool_usage", "Fraction of KV pool slots in use",
+                                         value=(total - free) / total if total else 0.0))
         return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def flatten_stats(stats: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -31,17 +31,15 @@ class ModelInfo:
 
     @classmethod
     def from_engine(cls, engine: Any, name: str | None = None, path: str | None = None) -> "ModelInfo":
-        """Finds the tokenizer and context length on an Engine (engine.model / engine.tokenizer)."""
+        """From an Engine: engine.tokenizer (or engine.model.tokenizer) and engine.max_context (which an engine
+        option may set below the model's own)."""
         model = getattr(engine, "model", None)
-        if model is not None and hasattr(model, "tokenizer") and hasattr(model, "config"):
-            return cls.from_model(model, name, path)
-        tokenizer = getattr(engine, "tokenizer", None)
-        config = getattr(engine, "model_config", None) or getattr(engine, "config", None)
-        max_context = getattr(config, "max_context", None) or getattr(engine, "max_context", None)
+        tokenizer = getattr(engine, "tokenizer", None) or getattr(model, "tokenizer", None)
+        max_context = getattr(engine, "max_context", None) or getattr(getattr(model, "config", None), "max_context",
+                                                                      None)
         if tokenizer is None or max_context is None:
             raise ValueError("cannot find the engine's tokenizer and context length; pass model_info to create_app")
         return cls(name=name or _default_name(path), tokenizer=tokenizer, max_context=int(max_context), path=path)
-
 
 def _default_name(path: str | None) -> str:
     if not path:

@@ -58,7 +58,9 @@ def generate_calls(req: GenerateRequest, vocab_size: int) -> tuple[list[Generate
     for i, prompt in enumerate(prompts):
         text_kw = {"text": prompt} if req.text is not None else {"input_ids": list(prompt)}
         calls.append(GenerateCall(sampling_params=dict(params[i] or {}), return_logprob=bool(lps[i]),
-                                  logprob_start_len=starts[i], top_logprobs_num=int(tops[i] or 0), **text_kw))
+                                  logprob_start_len=starts[i], top_logprobs_num=int(tops[i] or 0),
+                                  engine_stream=req.stream or not lps[i], prompt_param=next(iter(text_kw)),
+                                  **text_kw))
     return calls, batch
 
 

@@ -41,8 +41,9 @@ class OpenAIServing:
         prompt_ids = await self._encode(self._render_chat(req), "messages")
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
-        calls = self._calls(req, params, prompt_ids, return_logprob=req.logprobs, top=req.top_logprobs or 0)
-        streams = await start_all(self.engine, calls, self.metrics)
+        calls = self._calls(req, params, prompt_ids, return_logprob=req.logprobs, top=req.top_logprobs or 0,
+                            prompt_param="messages")
+        streams = await self._start(req, calls)
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -143,8 +144,8 @@ class OpenAIServing:
             self._check_ids(ids)
             params = self._sampling_params(req, len(ids), req.max_tokens, "prompt", default_max_tokens=16)
             calls += self._calls(req, params, ids, return_logprob=want_lp, top=req.logprobs or 0,
-                                 echo=req.echo and want_lp)
-        streams = await start_all(self.engine, calls, self.metrics)
+                                 echo=req.echo and want_lp, prompt_param="prompt")
+        streams = await self._start(req, calls)
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -262,8 +263,16 @@ class OpenAIServing:
             params["json_schema"] = schema
         return params
 
+    async def _start(self, req: Any, calls: list[GenerateCall]) -> list[RequestStream]:
+        try:
+            return await start_all(self.engine, calls, self.metrics)
+        except APIError as e:
+            if e.param == "json_schema" and req.response_format is not None and req.json_schema is None:
+                e.param = "response_format"
+            raise
+
     def _calls(self, req: Any, params: dict, ids: list[int], return_logprob: bool, top: int,
-               echo: bool = False) -> list[GenerateCall]:
+               echo: bool = False, prompt_param: str = "prompt") -> list[GenerateCall]:
         calls = []
         for i in range(req.n):
             p = dict(params)
@@ -271,7 +280,8 @@ class OpenAIServing:
                 p["seed"] = req.seed + i
             calls.append(GenerateCall(sampling_params=p, input_ids=ids, return_logprob=return_logprob,
                                       logprob_start_len=(0 if echo else len(ids)) if return_logprob else None,
-                                      top_logprobs_num=top))
+                                      top_logprobs_num=top, engine_stream=req.stream or not return_logprob,
+                                      prompt_param=prompt_param))
         return calls
 
 

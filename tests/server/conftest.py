@@ -29,7 +29,7 @@ def engine_and_info():
 
         model = load_tiny_model(max_context=512)
         engine = Engine(model=model, max_running_requests=16, max_total_tokens=8192, background=True)
-        info = ModelInfo.from_model(model, name="tiny")
+        info = ModelInfo.from_engine(engine, name="tiny")
     else:
         from sglite.runtime.tokenizer import load_tokenizer
 
@@ -77,3 +77,12 @@ def http(server):
 
     with httpx.Client(base_url=server.url, timeout=60) as c:
         yield c
+
+
+@pytest.fixture(scope="session")
+def grammar(real_engine):
+    try:
+        from sglite.runtime.constrained import GrammarCompiler  # noqa: F401
+    except ImportError:
+        pytest.skip("sglite.runtime.constrained has no GrammarCompiler yet")
+    return real_engine

@@ -60,6 +60,9 @@ class FakeEngine:
                 last = chunk
             else:
                 last["text"] += chunk["text"]
+                for key in ("output_token_logprobs", "output_top_logprobs"):
+                    if key in chunk["meta_info"]:
+                        chunk["meta_info"][key] = last["meta_info"][key] + chunk["meta_info"][key]
                 last["meta_info"] = chunk["meta_info"]
         last["output_ids"] = list(req["out"])
         return last
@@ -81,8 +84,8 @@ class FakeEngine:
 
     def get_stats(self) -> dict:
         with self._lock:
-            return {"num_running_reqs": len(self._running), "num_waiting_reqs": 0, "used_slots": self.used_slots,
-                    "total_slots": self.total_slots, "cache_hit_rate": 0.0}
+            return {"num_running": len(self._running), "num_waiting": 0, "pool_tokens": self.total_slots,
+                    "pool_free_tokens": self.total_slots - self.used_slots, "cache_hit_rate": 0.0}
 
     def shutdown(self) -> None:
         self._stop.set()

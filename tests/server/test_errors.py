@@ -64,7 +64,7 @@ def test_bad_regex(http):
     assert err["param"] == "regex"
 
 
-def test_bad_schema(http, real_engine):
+def test_bad_schema(http, grammar):
     err = _error(http.post("/v1/chat/completions", json={**CHAT, "response_format": {
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "minProperties": "lots"}}}}),
         400)

@@ -87,7 +87,7 @@ PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength
           "required": ["name", "ok", "kind"], "additionalProperties": False}
 
 
-def test_response_format_json_schema(client, real_engine):
+def test_response_format_json_schema(client, grammar):
     jsonschema = pytest.importorskip("jsonschema")
     r = client.chat.completions.create(
         model="tiny", messages=MESSAGES, max_tokens=64, temperature=0.7, seed=1,
@@ -95,7 +95,7 @@ def test_response_format_json_schema(client, real_engine):
     jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
 
 
-def test_extra_body_regex(client, real_engine):
+def test_extra_body_regex(client, grammar):
     r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=16, temperature=1.0,
                                        extra_body={"regex": "(yes|no)-[0-9]{3}"})
     import re

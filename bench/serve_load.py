@@ -1,0 +1,243 @@
+"""Load test of the HTTP server (loopback only, bounded): N concurrent streaming chat requests with mixed prompt
+and output lengths, some abandoned mid-stream by their client. Checks: no 5xx, every request that was read to
+the end is complete (a finish_reason, `data: [DONE]`, usage matching the chunks), and afterwards the engine is
+idle and the KV pool is back to its idle size (nothing leaked). Prints requests/s and TTFT percentiles.
+
+    python bench/serve_load.py                      # starts `sglite serve --tiny` on a free loopback port
+    python bench/serve_load.py --model PATH         # the real model (default: SmolLM2-135M-Instruct)
+    python bench/serve_load.py --url http://127.0.0.1:30000   # an already running server
+
+No peer column: there is no SGLang/vLLM server on this machine to run the same load against.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from urllib.parse import urlparse
+
+import httpx
+
+WORDS = ("alpha beta gamma delta river mountain cloud stone paper light shadow north south engine garden "
+         "window number letter story music").split()
+
+
+@dataclass
+class Outcome:
+    status: int = 0
+    ttft: float | None = None
+    latency: float = 0.0
+    aborted: bool = False          # the client hung up on purpose
+    complete: bool = False         # finish_reason + [DONE] + usage consistent
+    tokens: int = 0
+    error: str = ""
+
+
+@dataclass
+class LoadReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+    wall_s: float = 0.0
+    leaked_slots: float | None = None
+    idle: bool = False
+
+    @property
+    def server_errors(self) -> int:
+        return sum(o.status >= 500 for o in self.outcomes)
+
+    @property
+    def finished(self) -> list[Outcome]:
+        return [o for o in self.outcomes if not o.aborted]
+
+    @property
+    def incomplete(self) -> list[Outcome]:
+        return [o for o in self.finished if not o.complete]
+
+    def percentile(self, q: float) -> float:
+        ttfts = sorted(o.ttft for o in self.outcomes if o.ttft is not None)
+        if not ttfts:
+            return float("nan")
+        return ttfts[min(len(ttfts) - 1, int(round(q / 100 * (len(ttfts) - 1))))]
+
+    @property
+    def ok(self) -> bool:
+        return not self.server_errors and not self.incomplete and self.idle and self.leaked_slots == 0
+
+    def table(self, label: str) -> str:
+        done = self.finished
+        toks = sum(o.tokens for o in self.outcomes)
+        rows = [
+            ("model", label),
+            ("requests (finished / aborted by client)", f"{len(self.outcomes)} ({len(done)} / "
+                                                        f"{len(self.outcomes) - len(done)})"),
+            ("5xx responses", str(self.server_errors)),
+            ("incomplete finished responses", str(len(self.incomplete))),
+            ("wall time (s)", f"{self.wall_s:.2f}"),
+            ("requests/s", f"{len(self.outcomes) / self.wall_s:.2f}"),
+            ("output tokens/s", f"{toks / self.wall_s:.1f}"),
+            ("TTFT p50 (ms)", f"{1000 * self.percentile(50):.1f}"),
+            ("TTFT p99 (ms)", f"{1000 * self.percentile(99):.1f}"),
+            ("engine idle afterwards", str(self.idle)),
+            ("KV slots leaked (after flush)", str(self.leaked_slots)),
+        ]
+        w = max(len(k) for k, _ in rows)
+        return "\n".join(f"| {k:<{w}} | {v:>16} |" for k, v in rows)
+
+
+async def one_request(client: httpx.AsyncClient, rng: random.Random, abort: bool, model: str) -> Outcome:
+    prompt = " ".join(rng.choice(WORDS) for _ in range(rng.choice([4, 16, 64, 200])))
+    max_tokens = rng.choice([4, 16, 48, 96])
+    body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
+            "temperature": 1.0, "stream": True, "stream_options": {"include_usage": True},
+            "seed": rng.randrange(1 << 30)}
+    out, t0 = Outcome(aborted=abort), time.perf_counter()
+    stop_after = rng.randint(1, 4) if abort else None
+    finish, done, usage, chunks = None, False, None, 0
+    try:
+        async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+            out.status = r.status_code
+            if r.status_code != 200:
+                out.error = (await r.aread()).decode()[:200]
+                return out
+            async for line in r.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    done = True
+                    break
+                event = json.loads(data)
+                if "error" in event:
+                    out.error = event["error"]["message"]
+                    break
+                usage = event.get("usage") or usage
+                for c in event.get("choices", []):
+                    if c["delta"].get("content"):
+                        if out.ttft is None:
+                            out.ttft = time.perf_counter() - t0
+                        chunks += 1
+                    finish = c.get("finish_reason") or finish
+                if stop_after is not None and chunks >= stop_after:
+                    break  # hang up: leaving the `async with` closes the connection
+    except httpx.HTTPError as e:
+        out.error = f"{type(e).__name__}: {e}"
+        out.status = out.status or 599
+    out.latency = time.perf_counter() - t0
+    if usage:
+        out.tokens = usage["completion_tokens"]
+    out.complete = bool(done and finish in ("stop", "length") and usage and 0 < usage["completion_tokens"] <= max_tokens)
+    return out
+
+
+def scrape(url: str) -> dict[str, float]:
+    out = {}
+    for line in httpx.get(url + "/metrics", timeout=30).text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def wait_idle(url: str, timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = scrape(url)
+        if (m.get("sglite_num_running_requests", 0) + m.get("sglite_num_queue_requests", 0)
+                + m.get("sglite_num_inflight_requests", 0)) == 0:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def pool_used_after_flush(url: str) -> float:
+    httpx.post(url + "/flush_cache", timeout=30).raise_for_status()
+    return scrape(url).get("sglite_kv_pool_used_slots", float("nan"))
+
+
+async def run_load(url: str, num_requests: int = 200, concurrency: int = 200, abort_fraction: float = 0.1,
+                   seed: int = 0, model: str = "default") -> LoadReport:
+    if urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"):
+        raise ValueError(f"the load test only targets loopback servers, got {url}")
+    rng = random.Random(seed)
+    wait_idle(url)
+    idle_used = pool_used_after_flush(url)
+    report = LoadReport()
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    sem = asyncio.Semaphore(concurrency)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(600, connect=60)) as client:
+        async def bounded(i: int) -> Outcome:
+            async with sem:
+                return await one_request(client, random.Random(rng.random()), rng.random() < abort_fraction, model)
+        t0 = time.perf_counter()
+        report.outcomes = await asyncio.gather(*(bounded(i) for i in range(num_requests)))
+        report.wall_s = time.perf_counter() - t0
+    report.idle = wait_idle(url)
+    report.leaked_slots = pool_used_after_flush(url) - idle_used
+    return report
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(extra: list[str], port: int) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "sglite.launch_server", "--host", "127.0.0.1", "--port", str(port),
+           "--log-level", "warning", *extra]
+    proc = subprocess.Popen(cmd, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}: {' '.join(cmd)}")
+        try:
+            if httpx.get(url + "/health", timeout=2).status_code == 200:
+                return proc
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("server did not come up within 600 s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--url", help="an already running loopback server (default: start one)")
+    p.add_argument("--model", help="model for the server this script starts (default: --tiny model)")
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--concurrency", type=int, default=200)
+    p.add_argument("--abort-fraction", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-running-requests", type=int, default=64)
+    args = p.parse_args(argv)
+
+    proc = None
+    url = args.url
+    if url is None:
+        port = _free_port()
+        extra = ["--model", args.model] if args.model else ["--tiny"]
+        proc = start_server(extra + ["--max-running-requests", str(args.max_running_requests)], port)
+        url = f"http://127.0.0.1:{port}"
+    try:
+        model = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]["id"]
+        report = asyncio.run(run_load(url, args.requests, args.concurrency, args.abort_fraction, args.seed, model))
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait(timeout=30)
+    print(report.table(model))
+    for o in report.outcomes:
+        if o.status >= 500 or (not o.aborted and not o.complete):
+            print(f"  failed: status={o.status} error={o.error!r}", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""Engine fixtures: engines over the session's tiny random model, integrity-checked after every step."""
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def engine_model():
+    """The tiny model with an untied random output head: with tied embeddings a random model mostly repeats
+    its input token, which would make greedy-equality tests too easy to pass."""
+    import torch
+
+    from sglite.runtime.testing import load_tiny_model
+
+    model = load_tiny_model(seed=0)
+    g = torch.Generator().manual_seed(1)
+    model.net.lm_head = torch.randn(model.net.lm_head.shape, generator=g) * 0.5
+    return model
+
+
+@pytest.fixture
+def make_engine(engine_model):
+    """make_engine(**options) -> Engine over the tiny model; all are shut down after the test."""
+    from sglite.runtime.engine import Engine
+
+    engines = []
+
+    def make(**options):
+        options.setdefault("max_total_tokens", 4096)
+        options.setdefault("max_running_requests", 16)
+        engine = Engine(engine_model, **options)
+        engine.debug_checks = True
+        engines.append(engine)
+        return engine
+
+    yield make
+    for e in engines:
+        e.shutdown()
+
+
+def pool_idle(engine) -> bool:
+    """Every slot is free or held only by the (unlocked) prefix cache."""
+    kv = engine.kv
+    cached = kv.cache.evictable_size if kv.cache else 0
+    return kv.allocator.available + cached == engine.pool_tokens and not kv.running

@@ -1,0 +1,162 @@
+"""OpenAI: any OpenAI-compatible server (OpenAI, vLLM, SGLang, sglite) as a language backend, over httpx.
+
+Chat models (default) get the program's role blocks as messages: a `gen` must open an assistant block.
+Completion models (`is_chat_model=False`) get the raw text, and `select` scores choices with echoed prompt
+log-probabilities (`echo=True, logprobs=1, max_tokens=0`), which vLLM, SGLang and sglite support. Chat APIs do
+not return prompt log-probabilities, so `select` on a chat model raises instead of guessing.
+`json_schema` goes through `response_format`; `regex` through the server's extra field (`regex_field`:
+"regex" for SGLang/sglite, "guided_regex" for vLLM)."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterator
+
+import httpx
+
+from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
+from ..lang.sampling import SamplingParams
+from .base import Backend, Completion, Prompt
+
+# our name -> OpenAI body name; extras past the standard set are sent only when set
+_PARAM_NAMES = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "stop": "stop",
+                "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty", "seed": "seed",
+                "top_k": "top_k", "min_p": "min_p", "repetition_penalty": "repetition_penalty",
+                "min_new_tokens": "min_tokens", "ignore_eos": "ignore_eos", "stop_token_ids": "stop_token_ids"}
+
+
+class OpenAIError(RuntimeError):
+    pass
+
+
+class OpenAI(Backend):
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
+                 is_chat_model: bool = True, regex_field: str | None = "regex", timeout: float = 600.0,
+                 client: httpx.Client | None = None):
+        super().__init__()
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.is_chat_model = is_chat_model
+        self.regex_field = regex_field
+        self.client = client or httpx.Client(headers=headers, timeout=timeout,
+                                             limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
+        self._headers = headers if client is not None else {}
+
+    # --- requests -----------------------------------------------------------------------------------------
+    def _url(self, path: str) -> str:
+        return f"{self.base_url}/{path}"
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        r = self.client.post(self._url(path), json=body, headers=self._headers)
+        if r.status_code >= 400:
+            raise OpenAIError(f"{path} -> HTTP {r.status_code}: {r.text[:500]}")
+        return r.json()
+
+    def _params(self, params: SamplingParams) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        for key, value in params.engine_dict().items():
+            if key in _PARAM_NAMES:
+                body[_PARAM_NAMES[key]] = value
+            elif key == "json_schema":
+                body["response_format"] = {"type": "json_schema",
+                                           "json_schema": {"name": "output", "schema": json.loads(value)}}
+            elif key == "regex":
+                if not self.regex_field:
+                    raise ValueError(f"{self.base_url} has no regex-constrained decoding (regex_field=None); "
+                                     "use json_schema, or a server that supports regex")
+                body[self.regex_field] = value
+            elif key in ("skip_special_tokens", "no_stop_trim", "n"):
+                continue
+            else:
+                raise ValueError(f"the OpenAI backend cannot send {key!r}")
+        return body
+
+    def _request(self, prompt: Prompt, params: SamplingParams) -> tuple[str, dict[str, Any]]:
+        body = {"model": self.model, **self._params(params)}
+        if self.is_chat_model:
+            msgs = list(prompt.messages)
+            if not msgs or msgs[-1]["role"] != "assistant" or msgs[-1]["content"]:
+                raise ValueError("a chat model can only generate at the start of an assistant block: write "
+                                 "s += sgl.assistant(sgl.gen(...)), or use is_chat_model=False for a completion model")
+            body["messages"] = msgs[:-1]
+            return "chat/completions", body
+        body["prompt"] = prompt.text
+        return "completions", body
+
+    @staticmethod
+    def _meta(out: dict[str, Any], finish: Any) -> dict[str, Any]:
+        usage = out.get("usage") or {}
+        details = usage.get("prompt_tokens_details") or {}
+        return {"id": out.get("id"), "prompt_tokens": usage.get("prompt_tokens", 0),
+                "completion_tokens": usage.get("completion_tokens", 0),
+                "cached_tokens": details.get("cached_tokens") or 0,
+                "finish_reason": {"type": finish, "matched": None}}
+
+    # --- Backend ------------------------------------------------------------------------------------------
+    def generate(self, prompt: Prompt, params: SamplingParams) -> Completion:
+        path, body = self._request(prompt, params)
+        out = self._post(path, body)
+        choice = out["choices"][0]
+        text = choice["message"]["content"] if self.is_chat_model else choice["text"]
+        meta = self._meta(out, choice.get("finish_reason"))
+        self.usage.add(meta)
+        return Completion(text or "", meta)
+
+    def generate_stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[Completion]:
+        path, body = self._request(prompt, params)
+        body.update(stream=True, stream_options={"include_usage": True})
+        meta: dict[str, Any] = {}
+        with self.client.stream("POST", self._url(path), json=body, headers=self._headers) as r:
+            if r.status_code >= 400:
+                raise OpenAIError(f"{path} -> HTTP {r.status_code}: {r.read()[:500]!r}")
+            for line in r.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                chunk = json.loads(data)
+                if chunk.get("usage"):
+                    meta = self._meta(chunk, meta.get("finish_reason", {}).get("type"))
+                for choice in chunk.get("choices") or []:
+                    piece = (choice.get("delta") or {}).get("content") if self.is_chat_model else choice.get("text")
+                    if choice.get("finish_reason"):
+                        meta.setdefault("finish_reason", {"type": choice["finish_reason"], "matched": None})
+                    if piece:
+                        yield Completion(piece, {})
+        self.usage.add(meta)
+        yield Completion("", meta)
+
+    def select(self, prompt: Prompt, choices: list[str], temperature: float,
+               method: ChoicesSamplingMethod) -> ChoicesDecision:
+        if self.is_chat_model:
+            raise NotImplementedError(
+                "select needs prompt log-probabilities, which chat completion APIs do not return; use "
+                "OpenAI(..., is_chat_model=False) with a server that supports echo+logprobs (vLLM, SGLang, "
+                "sglite), or a Runtime / RuntimeEndpoint backend")
+        if method.requires_unconditional_logprobs:
+            raise NotImplementedError("unconditional_likelihood_normalized is not supported by the OpenAI backend")
+        out = self._post("completions", {"model": self.model, "prompt": [prompt.text + c for c in choices],
+                                         "max_tokens": 0, "echo": True, "logprobs": 1, "temperature": 0})
+        self.usage.add(self._meta(out, "length"))
+        by_index = sorted(out["choices"], key=lambda c: c.get("index", 0))
+        cut = len(prompt.text)
+        own_all, normalized = [], []
+        for choice in by_index:
+            lp = choice.get("logprobs") or {}
+            tokens, lps, offsets = lp.get("tokens"), lp.get("token_logprobs"), lp.get("text_offset")
+            if not tokens or offsets is None:
+                raise OpenAIError("the server did not echo prompt logprobs (echo=True, logprobs=1); select "
+                                  "cannot score choices")
+            # a choice's tokens: those ending past the prompt (a token spanning the boundary counts)
+            own = [(lps[i], None, tokens[i]) for i in range(len(tokens))
+                   if offsets[i] + len(tokens[i]) > cut and lps[i] is not None]
+            own_all.append(own)
+            normalized.append(sum(t[0] for t in own) / len(own) if own else float("-inf"))
+        return method(choices=choices, normalized_prompt_logprobs=normalized, input_token_logprobs=own_all,
+                      output_token_logprobs=[[] for _ in choices])
+
+    def shutdown(self) -> None:
+        self.client.close()

@@ -1,0 +1,109 @@
+"""RuntimeEndpoint: an sglite (or SGLang) server's native `/generate` API as a language backend.
+
+select needs the exact tokenization of prompt + choice; the tokenizer named by the server's /get_model_info is
+loaded locally (or pass `tokenizer=`)."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterator
+
+import httpx
+
+from ..lang.chat_template import ChatTemplate
+from .engine_backend import EngineBackend
+
+
+class ServerError(RuntimeError):
+    """The server answered with an error; the message is the server's."""
+
+
+class RuntimeEndpoint(EngineBackend):
+    def __init__(self, base_url: str, api_key: str | None = None, *, timeout: float = 600.0,
+                 tokenizer: Any = None, client: httpx.Client | None = None):
+        super().__init__()
+        self.base_url = base_url.rstrip("/")
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = client or httpx.Client(base_url=self.base_url, headers=headers, timeout=timeout,
+                                             limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
+        self._tokenizer = tokenizer
+        self._template: ChatTemplate | None = None
+        self._info: dict[str, Any] | None = None
+
+    # --- HTTP ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def _body(body: dict[str, Any]) -> dict[str, Any]:
+        body = dict(body)
+        if "prompt" in body:
+            body["text"] = body.pop("prompt")
+        return body
+
+    @staticmethod
+    def _check(r: httpx.Response) -> None:
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("error", r.text)
+            except ValueError:
+                detail = r.text
+            msg = detail.get("message", detail) if isinstance(detail, dict) else detail
+            raise ServerError(f"{r.request.url.path} -> HTTP {r.status_code}: {msg}")
+
+    def _generate(self, body: dict[str, Any]) -> Any:
+        r = self.client.post("/generate", json=self._body(body))
+        self._check(r)
+        return r.json()
+
+    def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        with self.client.stream("POST", "/generate", json={**self._body(body), "stream": True}) as r:
+            if r.status_code >= 400:
+                r.read()
+                self._check(r)
+            for line in r.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise ServerError(f"/generate stream: {chunk['error']}")
+                yield chunk
+
+    def get_model_info(self) -> dict[str, Any]:
+        if self._info is None:
+            r = self.client.get("/get_model_info")
+            self._check(r)
+            self._info = r.json()
+        return self._info
+
+    # --- tokenizer and template ---------------------------------------------------------------------------
+    @property
+    def tokenizer(self) -> Any:
+        if self._tokenizer is None:
+            from ..runtime.tokenizer import load_tokenizer
+            path = self.get_model_info().get("tokenizer_path")
+            try:
+                self._tokenizer = load_tokenizer(None if path in (None, "default") else path)
+            except Exception as e:   # noqa: BLE001
+                raise RuntimeError(f"cannot load the server's tokenizer {path!r} locally ({e}); pass "
+                                   f"RuntimeEndpoint(url, tokenizer=...)") from e
+        return self._tokenizer
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def chat_template(self) -> ChatTemplate:
+        if self._template is None:
+            self._template = self.template_from_tokenizer(self.tokenizer)
+        return self._template
+
+    def flush_cache(self) -> bool:
+        r = self.client.post("/flush_cache")
+        return r.status_code < 400
+
+    def get_server_info(self) -> dict[str, Any]:
+        r = self.client.get("/get_server_info")
+        self._check(r)
+        return r.json()
+
+    def shutdown(self) -> None:
+        self.client.close()

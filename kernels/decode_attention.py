@@ -110,11 +110,11 @@ def _kernels():
             offs_n = n0 + tl.arange(0, BLOCK_N)
             n_ok = offs_n < end
             slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
-            k = tl.load(kv_head + slot[None, :] * stride_cs + offs_d[:, None],
-                        mask=n_ok[None, :] & d_ok[:, None], other=0.0)                      # [BLOCK_D, BLOCK_N]
+            k = tl.load(kv_head + slot[:, None] * stride_cs + offs_d[None, :],
+                        mask=n_ok[:, None] & d_ok[None, :], other=0.0)                      # [BLOCK_N, BLOCK_D]
             if UPCAST:
                 k = k.to(tl.float32)
-            s = tl.dot(q, k, input_precision=PRECISION) * scale_log2                          # [BLOCK_H, BLOCK_N]
+            s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2              # [BLOCK_H, BLOCK_N]
             s = tl.where(n_ok[None, :], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             alpha = tl.exp2(m_i - m_new)
@@ -173,9 +173,11 @@ def default_num_splits(batch_size: int, num_kv_heads: int, max_seq_len: int, dev
 def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                             scale: float, out: torch.Tensor | None = None,
-                            num_splits: int | None = None, workspace: tuple | None = None) -> torch.Tensor:
+                            num_splits: int | None = None, workspace: tuple | None = None, *,
+                            block_n: int | None = None, num_warps: int = 4, num_stages: int = 2) -> torch.Tensor:
     """Triton flash-decoding; same contract as the reference. seq_lens[b] >= 1. `workspace` (from
-    `decode_workspace`) lets a caller reuse the fp32 split buffers across layers. Returns `out`."""
+    `decode_workspace`) lets a caller reuse the fp32 split buffers across layers. `block_n` (keys per step, a
+    power of two >= 16), `num_warps` and `num_stages` are tuning knobs for bench/kernels.py. Returns `out`."""
     _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
     if q.stride(2) != 1 or k_cache.stride(2) != 1 or v_cache.stride() != k_cache.stride():
         raise ValueError("decode attention needs head_dim contiguous in q and the caches (and both caches laid "
@@ -202,7 +204,7 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     split_kernel, merge_kernel = _kernels()
     G = Hq // Hkv
     block_d = triton.next_power_of_2(max(D, 16))  # tl.dot needs K >= 16
-    block_n = 64 if q.is_cuda else 32
+    block_n = block_n or (64 if q.is_cuda else 32)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     split_kernel[(B, Hkv, num_splits)](
         q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, part_o, part_lse,
@@ -210,7 +212,7 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),
         scale * _LOG2E, G, D, num_splits,
         BLOCK_H=max(16, triton.next_power_of_2(G)), BLOCK_D=block_d, BLOCK_N=block_n, PRECISION=precision,
-        UPCAST=not q.is_cuda, num_warps=4, num_stages=2)
+        UPCAST=not q.is_cuda, num_warps=num_warps, num_stages=num_stages)
     merge_kernel[(B, Hq)](
         part_o, part_lse, seq_lens, out,
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),

@@ -114,11 +114,11 @@ def _kernel():
                 offs_n = n0 + tl.arange(0, BLOCK_N)
                 n_ok = offs_n < pre
                 slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
-                k = tl.load(k_cache + slot[None, :] * stride_cs + kvh * stride_ch + offs_d[:, None],
-                            mask=n_ok[None, :] & d_ok[:, None], other=0.0)                  # [BLOCK_D, BLOCK_N]
+                k = tl.load(k_cache + slot[:, None] * stride_cs + kvh * stride_ch + offs_d[None, :],
+                            mask=n_ok[:, None] & d_ok[None, :], other=0.0)                  # [BLOCK_N, BLOCK_D]
                 if UPCAST:
                     k = k.to(tl.float32)
-                s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
+                s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
                 s = tl.where(n_ok[None, :], s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 alpha = tl.exp2(m_i - m_new)
@@ -136,11 +136,11 @@ def _kernel():
             for n0 in range(0, hi, BLOCK_N):
                 offs_n = n0 + tl.arange(0, BLOCK_N)
                 n_ok = offs_n < ext
-                k = tl.load(k_ptr + (first + offs_n)[None, :] * stride_kt + kvh * stride_kh + offs_d[:, None],
-                            mask=n_ok[None, :] & d_ok[:, None], other=0.0)
+                k = tl.load(k_ptr + (first + offs_n)[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
+                            mask=n_ok[:, None] & d_ok[None, :], other=0.0)                  # [BLOCK_N, BLOCK_D]
                 if UPCAST:
                     k = k.to(tl.float32)
-                s = tl.dot(q, k, input_precision=PRECISION) * scale_log2
+                s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
                 s = tl.where(n_ok[None, :] & (offs_n[None, :] <= offs_m[:, None]), s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 alpha = tl.exp2(m_i - m_new)
@@ -163,9 +163,12 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
                             v_cache: torch.Tensor, req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                             prefix_lens: torch.Tensor, extend_lens: torch.Tensor, scale: float,
                             out: torch.Tensor | None = None, max_extend: int | None = None,
-                            extend_starts: torch.Tensor | None = None) -> torch.Tensor:
+                            extend_starts: torch.Tensor | None = None, *, block_m: int | None = None,
+                            block_n: int | None = None, num_warps: int | None = None,
+                            num_stages: int = 2) -> torch.Tensor:
     """Triton kernel; same contract as the reference. Pass `max_extend` (a Python int) and `extend_starts`
-    (exclusive cumsum of extend_lens) when known, to avoid a device sync and recomputation. Returns `out`."""
+    (exclusive cumsum of extend_lens) when known, to avoid a device sync and recomputation. `block_m`, `block_n`
+    (powers of two >= 16), `num_warps`, `num_stages` are tuning knobs for bench/kernels.py. Returns `out`."""
     _check(q, k, v, k_cache, v_cache, req_to_token, req_pool_indices, prefix_lens, extend_lens)
     if any(t.stride(2) != 1 for t in (q, k, v, k_cache, v_cache)) or k_cache.stride() != v_cache.stride():
         raise ValueError("extend attention needs head_dim contiguous in q, k, v and the caches (and both caches "
@@ -188,9 +191,10 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     import triton
     block_d = triton.next_power_of_2(max(D, 16))
     if q.is_cuda:
-        block_m, block_n, warps = (64, 64, 4) if block_d <= 64 else (64, 32, 4)
+        bm, bn, warps = (64, 64, 4) if block_d <= 64 else (64, 32, 4)
     else:  # interpreter: few, larger programs are what cost least
-        block_m, block_n, warps = 16, 32, 1
+        bm, bn, warps = 16, 32, 1
+    block_m, block_n, num_warps = block_m or bm, block_n or bn, num_warps or warps
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     _kernel()[(B, Hq, triton.cdiv(max_extend, block_m))](
         q, k, v, out, k_cache, v_cache, req_to_token, req_pool_indices, prefix_lens, extend_lens, extend_starts,
@@ -198,7 +202,7 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
         k_cache.stride(0), k_cache.stride(1), req_to_token.stride(0),
         scale * _LOG2E, Hq // k.shape[1], D,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=precision,
-        UPCAST=not q.is_cuda, num_warps=warps, num_stages=2)
+        UPCAST=not q.is_cuda, num_warps=num_warps, num_stages=num_stages)
     return out
 
 

@@ -23,6 +23,7 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--attention-backend", "attention_backend", str, "'torch' or 'triton' (default: triton on CUDA)"),
     ("--device", "device", str, "'cpu' or 'cuda' (default: the engine's choice)"),
     ("--seed", "seed", int, "random seed of the engine"),
+    ("--max-context", "max_context", int, "serve a shorter context than the model's"),
 )
 ENGINE_FLAGS: tuple[tuple[str, str, str], ...] = (
     ("--disable-radix-cache", "disable_radix_cache", "turn the prefix cache off"),
@@ -75,7 +76,7 @@ def load_engine(args: argparse.Namespace) -> tuple[Any, ModelInfo]:
             kw["device"] = args.device
         model = load_model(path, **kw)
     engine = Engine(model=model, background=True, **engine_options(args))
-    return engine, ModelInfo.from_model(model, name=args.served_model_name, path=path)
+    return engine, ModelInfo.from_engine(engine, name=args.served_model_name, path=path)
 
 
 def main(argv: list[str] | None = None) -> int:

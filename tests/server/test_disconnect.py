@@ -31,6 +31,13 @@ def wait_idle(http: httpx.Client, timeout: float = 20.0) -> dict[str, float]:
         time.sleep(0.05)
 
 
+def slots_outside_cache(http: httpx.Client) -> float:
+    """In-use KV slots the prefix cache does not own; 0 when idle unless something leaked. (Checked before a
+    flush: a flush resets the allocator and would hide a leak.)"""
+    m = wait_idle(http)
+    return m["sglite_kv_pool_used_slots"] - m.get("sglite_kv_pool_cached_slots", 0)
+
+
 def pool_used_after_flush(http: httpx.Client) -> float:
     m = wait_idle(http)
     assert http.post("/flush_cache").status_code == 200
@@ -60,6 +67,7 @@ def test_stream_disconnect_aborts(server, http):
     m = wait_idle(http)
     assert _aborted(m) == before + 1
     assert m.get('sglite_requests_finished_total{reason="abort"}', 0) >= 1
+    assert slots_outside_cache(http) == 0
     assert pool_used_after_flush(http) == idle
 
 
@@ -71,4 +79,5 @@ def test_non_stream_disconnect_aborts(server, http):
         httpx.post(server.url + "/generate", json=body, timeout=0.3)
     m = wait_idle(http)
     assert _aborted(m) == before + 1
+    assert slots_outside_cache(http) == 0
     assert pool_used_after_flush(http) == idle

@@ -26,4 +26,6 @@ def test_concurrent_streams_with_aborts(server):
     assert aborted and report.finished
     assert report.server_errors == 0, [o.error for o in report.outcomes if o.status >= 500]
     assert not report.incomplete, [(o.status, o.error) for o in report.incomplete]
-    assert report.idle and report.leaked_slots == 0
+    assert report.idle
+    assert report.leaked_slots == 0, f"{report.leaked_slots} KV slots leaked"
+    assert report.used_after_flush == 0

@@ -1,0 +1,90 @@
+"""GrammarCompiler: regex / JSON Schema -> shared, cached, immutable Grammar objects for one tokenizer."""
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from typing import Any
+
+from .errors import GrammarError
+from .grammar import Grammar
+from .schema import SchemaCompiler
+from .token_index import TokenIndex
+
+WHITESPACE_MODES = ("any", "compact")
+
+
+class GrammarCompiler:
+    """Compiles grammars for one tokenizer. Thread-safe; results are cached by (kind, spec, tokenizer.name)."""
+
+    def __init__(self, tokenizer, cache_size: int = 256):
+        self.tokenizer = tokenizer
+        self.index = TokenIndex(tokenizer)
+        self._cache: OrderedDict[tuple, Grammar] = OrderedDict()
+        self._dfas: dict = {}          # lexeme DFAs shared between grammars (e.g. the plain JSON string)
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def _cached(self, key: tuple, build) -> Grammar:
+        with self._lock:
+            g = self._cache.get(key)
+            if g is not None:
+                self._cache.move_to_end(key)
+                return g
+        g = build()
+        with self._lock:
+            self._cache[key] = g
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return g
+
+    def compile_regex(self, pattern: str) -> Grammar:
+        """Grammar whose outputs match `pattern` entirely (Python regex syntax, ^/$ optional)."""
+        if not isinstance(pattern, str):
+            raise GrammarError(f"regex must be a str, got {type(pattern).__name__}")
+
+        def build() -> Grammar:
+            sc = SchemaCompiler(None, self._dfas)
+            root = sc.lex_regex_full(pattern)
+            return Grammar("regex", pattern, self.index, sc.nodes, root, "compact", root_frame="L")
+        return self._cached(("regex", pattern, self.tokenizer.name), build)
+
+    def compile_json_schema(self, schema: Any, whitespace: str = "any") -> Grammar:
+        """Grammar for JSON documents valid under `schema` (dict, JSON text, or a pydantic model class).
+        `whitespace`: "any" accepts all JSON whitespace; "compact" accepts none (best for generation)."""
+        if whitespace not in WHITESPACE_MODES:
+            raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
+        schema = _load_schema(schema)
+        spec = json.dumps(schema, sort_keys=True)
+
+        def build() -> Grammar:
+            _check_schema(schema)
+            sc = SchemaCompiler(schema, self._dfas)
+            root = sc.compile(schema, "#")
+            return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace)
+        return self._cached(("json_schema", spec, whitespace, self.tokenizer.name), build)
+
+
+def _load_schema(schema: Any) -> Any:
+    if isinstance(schema, (dict, bool)):
+        return schema
+    if isinstance(schema, str):
+        try:
+            return json.loads(schema)
+        except json.JSONDecodeError as e:
+            raise GrammarError(f"json_schema is not valid JSON: {e}") from None
+    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
+        return schema.model_json_schema()
+    raise GrammarError(f"json_schema must be a dict, a JSON string or a pydantic model class, got "
+                       f"{type(schema).__name__}")
+
+
+def _check_schema(schema: Any) -> None:
+    import jsonschema
+    try:
+        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator) \
+            if isinstance(schema, dict) else jsonschema.Draft202012Validator
+        cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        path = "#" + "".join(f"/{p}" for p in e.path)
+        raise GrammarError(f"invalid JSON Schema at {path}: {e.message}") from None

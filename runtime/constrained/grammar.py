@@ -1,0 +1,397 @@
+"""A compiled grammar: lexeme DFAs inside a small pushdown parser for JSON structure.
+
+Parse state is a tuple of stacks (nondeterminism from `anyOf` keeps several); a stack is a tuple of frames,
+bottom first:
+    ("E",)                              end of input: nothing but EOS may follow
+    ("V", node)                         a value of `node` is expected (leading whitespace allowed)
+    ("L", node, dfa_state, nchars)      inside a lexeme of LexNode `node`
+    ("K", node, seen, nkeys, dfa_state) inside a property name of ObjectNode `node`
+    ("O", node, phase, seen, nkeys, value_node)   object; phase 0 after '{', 1 after a name, 2 after a value,
+                                                  3 after ','
+    ("A", node, phase, index)           array; phase 0 after '[', 1 after an item, 2 after ','
+The grammar itself is immutable; its caches (masks per stack, key DFAs) only grow and are safe to share."""
+from __future__ import annotations
+
+import threading
+from typing import Iterable
+
+import numpy as np
+
+from .byte_dfa import ByteDFA
+from .charfsm import literal_trie
+from .nodes import EXTRA, ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
+from .token_index import TokenIndex
+
+WS = frozenset(b" \t\n\r")
+Stack = tuple
+_MASK_CACHE_LIMIT = 20_000
+
+
+class Grammar:
+    """Immutable compiled grammar shared by all requests; `matcher()` gives per-request state."""
+
+    def __init__(self, kind: str, spec: str, index: TokenIndex, nodes: list[Node], root: int,
+                 whitespace: str = "any", root_frame: str = "V"):
+        self.kind, self.spec, self.index = kind, spec, index
+        self.nodes = nodes
+        self.root = root
+        self.ws = WS if whitespace == "any" else frozenset()
+        self.whitespace = whitespace
+        self.sat = _satisfiable(nodes)
+        if not self.sat[root]:
+            from .errors import GrammarError
+            raise GrammarError(f"{kind} {spec[:200]!r} admits no value at all")
+        if root_frame == "L":
+            node = nodes[root]
+            self.initial: tuple[Stack, ...] = ((("E",), ("L", root, node.dfa.start, 0)),)
+        else:
+            self.initial = ((("E",), ("V", root)),)
+        self._masks: dict[Stack, tuple[np.ndarray, np.ndarray]] = {}
+        self._lock = threading.Lock()
+        self.vocab_size = index.vocab_size
+        self.words = (index.vocab_size + 31) // 32
+
+    def matcher(self):
+        from .matcher import GrammarMatcher
+        return GrammarMatcher(self)
+
+    def __repr__(self) -> str:
+        return f"Grammar({self.kind}, {len(self.nodes)} nodes, {self.spec[:60]!r})"
+
+    # --- stepping ----------------------------------------------------------------------------------------------
+    def step(self, stack: Stack, b: int) -> list[Stack]:
+        """All stacks reachable from `stack` by consuming byte `b` (empty: rejected)."""
+        top = stack[-1]
+        k = top[0]
+        rest = stack[:-1]
+        if k == "L":
+            node = self.nodes[top[1]]
+            dfa = node.dfa
+            s = top[2]
+            out = []
+            ns = dfa.table_list[s][b]
+            if ns >= 0:
+                c = top[3]
+                if node.counted:
+                    if dfa.boundary_list[s] and b != 0x22:
+                        c += 1
+                        if node.max_chars is None:
+                            c = min(c, node.min_chars)
+                    ok = (node.max_chars is None or c <= node.max_chars) and \
+                        (not dfa.accepting_list[ns] or c >= node.min_chars)
+                else:
+                    ok = True
+                if ok:
+                    out.append(rest + (("L", top[1], ns, c),))
+            if dfa.accepting_list[s]:
+                out.extend(self.step(rest, b))
+            return out
+        if k == "K":
+            node = self.nodes[top[1]]
+            dfa = self.key_dfa(top[1], top[2], top[3])
+            s = top[4]
+            ns = dfa.table_list[s][b]
+            if ns >= 0:
+                return [rest + (("K", top[1], top[2], top[3], ns),)]
+            if dfa.accepting_list[s]:
+                label = dfa.labels[s]
+                seen = top[2] if label is EXTRA else top[2] | {label}
+                vnode = node.additional if label is EXTRA else node.props[label]
+                obj = ("O", top[1], 1, seen, top[3] + 1, vnode)
+                return self.step(rest[:-1] + (obj,), b)
+            return []
+        if k == "V":
+            if b in self.ws:
+                return [stack]
+            return self._start_value(rest, top[1], b)
+        if k == "O":
+            phase = top[2]
+            if b in self.ws:
+                return [stack]
+            node = self.nodes[top[1]]
+            seen, nk = top[3], top[4]
+            if phase in (0, 3) and b == 0x22:
+                dfa = self.key_dfa(top[1], seen, nk)
+                ns = dfa.table_list[dfa.start][b]
+                if ns >= 0:
+                    return [stack + (("K", top[1], seen, nk, ns),)]
+                return []
+            if (phase == 0 or phase == 2) and b == 0x7D:   # '}'
+                return [rest] if self._can_close(node, seen, nk) else []
+            if phase == 1 and b == 0x3A:                     # ':'
+                return [rest + (("O", top[1], 2, seen, nk, -1), ("V", top[5]))]
+            if phase == 2 and b == 0x2C:                     # ','
+                return [rest + (("O", top[1], 3, seen, nk, -1),)] if self._key_choices(node, seen, nk) else []
+            return []
+        if k == "A":
+            phase, i = top[2], top[3]
+            if b in self.ws:
+                return [stack]
+            node = self.nodes[top[1]]
+            hi = self._max_items(node)
+            if phase == 1:
+                if b == 0x2C:
+                    return [rest + (("A", top[1], 2, i),)] if (hi is None or i < hi) else []
+                if b == 0x5D:
+                    return [rest] if i >= node.min_items else []
+                return []
+            if phase == 0 and b == 0x5D:
+                return [rest] if node.min_items == 0 else []
+            if hi is not None and i >= hi:
+                return []
+            item = node.item(i)
+            cap = max(len(node.prefix), node.min_items) + 1
+            nxt = i + 1 if (node.max_items is not None or i + 1 <= cap) else cap
+            return self._start_value(rest + (("A", top[1], 1, nxt),), item, b)
+        return []   # "E": nothing may follow the value
+
+    def _start_value(self, below: Stack, nid: int, b: int) -> list[Stack]:
+        if not self.sat[nid]:
+            return []
+        node = self.nodes[nid]
+        if isinstance(node, LexNode):
+            return self.step(below + (("L", nid, node.dfa.start, 0),), b)
+        if isinstance(node, ObjectNode):
+            return [below + (("O", nid, 0, frozenset(), 0, -1),)] if b == 0x7B else []
+        if isinstance(node, ArrayNode):
+            return [below + (("A", nid, 0, 0),)] if b == 0x5B else []
+        if isinstance(node, UnionNode):
+            out = []
+            for a in node.alts:
+                for s in self._start_value(below, a, b):
+                    if s not in out:
+                        out.append(s)
+            return out
+        return []
+
+    def run(self, stacks: Iterable[Stack], data: bytes) -> list[Stack]:
+        """Stacks after consuming all of `data` from any of `stacks` (deduplicated, order kept)."""
+        cur = list(stacks)
+        for b in data:
+            nxt: list[Stack] = []
+            seen = set()
+            for st in cur:
+                for s in self.step(st, b):
+                    if s not in seen:
+                        seen.add(s)
+                        nxt.append(s)
+            if not nxt:
+                return []
+            cur = nxt
+        return cur
+
+    def accepting(self, stack: Stack) -> bool:
+        """Whether the input may end here (EOS allowed)."""
+        while True:
+            top = stack[-1]
+            if top[0] == "E":
+                return True
+            if top[0] != "L":
+                return False
+            node = self.nodes[top[1]]
+            if not node.dfa.accepting_list[top[2]]:
+                return False
+            stack = stack[:-1]
+
+    # --- objects -----------------------------------------------------------------------------------------------
+    def _feasible(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
+        missing = len(node.required - seen)
+        if node.max_props is not None and nk + missing > node.max_props:
+            return False
+        if nk + missing >= node.min_props:
+            return True
+        if node.additional is not None and self.sat[node.additional]:
+            return True
+        avail = sum(1 for n, v in node.props.items() if n not in seen and self.sat[v])
+        return nk + avail >= node.min_props
+
+    def _can_close(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
+        return node.required <= seen and nk >= node.min_props
+
+    def _key_choices(self, node: ObjectNode, seen: frozenset, nk: int) -> tuple[dict, bool] | None:
+        """(allowed named properties, whether other names are allowed) for the next property; None if none."""
+        if node.max_props is not None and nk + 1 > node.max_props:
+            return None
+        named = {n: n for n, v in node.props.items()
+                 if n not in seen and self.sat[v] and self._feasible(node, seen | {n}, nk + 1)}
+        extra = node.additional is not None and self.sat[node.additional] and self._feasible(node, seen, nk + 1)
+        if not named and not extra:
+            return None
+        return (named, extra)
+
+    def key_dfa(self, nid: int, seen: frozenset, nk: int) -> ByteDFA:
+        node = self.nodes[nid]
+        key = (seen, nk if node.min_props or node.max_props is not None else 0)
+        dfa = node.key_dfas.get(key)
+        if dfa is None:
+            choices = self._key_choices(node, seen, nk)
+            named, extra = choices if choices else ({}, False)
+            # names of properties that are not allowed any more must not be taken as "additional" names
+            blocked = tuple(n for n in node.props if n not in named) if extra else ()
+            fsm = literal_trie(named, EXTRA if extra else None, blocked)
+            dfa = ByteDFA.from_char_fsm(fsm, json_string=True)
+            node.key_dfas[key] = dfa
+        return dfa
+
+    def _max_items(self, node: ArrayNode):
+        hi = node.max_items
+        for i, p in enumerate(node.prefix):
+            if not self.sat[p]:
+                hi = i if hi is None else min(hi, i)
+                break
+        else:
+            if node.items is None or not self.sat[node.items]:
+                lim = len(node.prefix)
+                hi = lim if hi is None else min(hi, lim)
+        return hi
+
+    # --- masks -------------------------------------------------------------------------------------------------
+    def stack_mask(self, stack: Stack) -> tuple[np.ndarray, np.ndarray]:
+        """(bool [vocab], packed int32 [words]) of text tokens allowed from `stack` (EOS not included)."""
+        hit = self._masks.get(stack)
+        if hit is not None:
+            return hit
+        top = stack[-1]
+        idx = self.index
+        if top[0] in ("L", "K"):
+            if top[0] == "L":
+                node = self.nodes[top[1]]
+                dfa, s = node.dfa, top[2]
+            else:
+                node = None
+                dfa, s = self.key_dfa(top[1], top[2], top[3]), top[4]
+            inside, leaving = idx.classify(dfa, s)
+            mask = inside.copy()
+            check = [leaving]
+            if node is not None and node.counted:
+                if not dfa.boundary_list[s]:
+                    # inside an escape or a multi-byte character: counts are not per byte, check exactly
+                    check.append(np.nonzero(mask)[0])
+                    mask[:] = False
+                else:
+                    fine = idx.plain if node.max_chars is None else \
+                        idx.plain & (idx.nchars + top[3] <= node.max_chars)
+                    check.append(np.nonzero(mask & ~idx.plain)[0])
+                    mask &= fine
+            tb = idx.token_bytes
+            for arr in check:
+                for t in arr.tolist():
+                    if self.run((stack,), tb[t]):
+                        mask[t] = True
+        else:
+            mask = np.zeros(idx.vocab_size, bool)
+            allowed = self._walk_trie(stack)
+            if allowed:
+                mask[allowed] = True
+        packed = _pack(mask, self.words)
+        with self._lock:
+            if len(self._masks) > _MASK_CACHE_LIMIT:
+                self._masks.clear()
+            self._masks[stack] = (mask, packed)
+        return mask, packed
+
+    def _walk_trie(self, stack: Stack) -> list[int]:
+        children, ends = self.index.children, self.index.ends
+        allowed: list[int] = []
+        todo = [(0, [stack])]
+        while todo:
+            node, stacks = todo.pop()
+            for b, child in children[node].items():
+                nxt = self.run(stacks, bytes((b,)))
+                if nxt:
+                    allowed.extend(ends[child])
+                    if children[child]:
+                        todo.append((child, nxt))
+        return allowed
+
+    def next_bytes(self, stack: Stack) -> set[int]:
+        """Bytes that may come next from `stack` (exact: each candidate is checked with `step`)."""
+        return {b for b in self._candidates(stack) if self.step(stack, b)}
+
+    def _candidates(self, stack: Stack) -> set[int]:
+        top = stack[-1]
+        k = top[0]
+        if k == "L":
+            dfa = self.nodes[top[1]].dfa
+            out = {b for b, t in enumerate(dfa.table_list[top[2]]) if t >= 0}
+            if dfa.accepting_list[top[2]]:
+                out |= self._candidates(stack[:-1])
+            return out
+        if k == "K":
+            dfa = self.key_dfa(top[1], top[2], top[3])
+            out = {b for b, t in enumerate(dfa.table_list[top[4]]) if t >= 0}
+            if dfa.accepting_list[top[4]]:
+                out |= set(self.ws) | {0x3A}
+            return out
+        if k == "V":
+            return set(self.ws) | self._first(top[1], set())
+        if k == "O":
+            return set(self.ws) | {0x22, 0x7D, 0x3A, 0x2C}
+        if k == "A":
+            node = self.nodes[top[1]]
+            out = set(self.ws) | {0x2C, 0x5D}
+            for p in list(node.prefix) + ([node.items] if node.items is not None else []):
+                out |= self._first(p, set())
+            return out
+        return set()
+
+    def _first(self, nid: int, visiting: set) -> set[int]:
+        if nid in visiting:
+            return set()
+        visiting.add(nid)
+        node = self.nodes[nid]
+        if isinstance(node, LexNode):
+            return {b for b, t in enumerate(node.dfa.table_list[node.dfa.start]) if t >= 0}
+        if isinstance(node, ObjectNode):
+            return {0x7B}
+        if isinstance(node, ArrayNode):
+            return {0x5B}
+        if isinstance(node, UnionNode):
+            out: set[int] = set()
+            for a in node.alts:
+                out |= self._first(a, visiting)
+            return out
+        return set()
+
+
+def _pack(mask: np.ndarray, words: int) -> np.ndarray:
+    bits = np.packbits(mask, bitorder="little")
+    if bits.size < words * 4:
+        bits = np.concatenate([bits, np.zeros(words * 4 - bits.size, np.uint8)])
+    return bits.view("<i4").astype(np.int32, copy=False)
+
+
+def _satisfiable(nodes: list[Node]) -> list[bool]:
+    """Least fixpoint: a node is satisfiable if some finite value matches it."""
+    sat = [False] * len(nodes)
+    changed = True
+    while changed:
+        changed = False
+        for i, n in enumerate(nodes):
+            if sat[i]:
+                continue
+            if isinstance(n, LexNode):
+                ok = not n.dfa.is_empty() and (n.max_chars is None or n.min_chars <= n.max_chars)
+            elif isinstance(n, ObjectNode):
+                ok = all(r in n.props and sat[n.props[r]] for r in n.required) and \
+                    (n.max_props is None or len(n.required) <= n.max_props) and \
+                    (len(n.required) >= n.min_props or (n.additional is not None and sat[n.additional]) or
+                     sum(1 for v in n.props.values() if sat[v]) >= n.min_props)
+                if ok and n.additional is None and any(r not in n.props for r in n.required):
+                    ok = False
+            elif isinstance(n, ArrayNode):
+                need = n.min_items
+                ok = n.max_items is None or need <= n.max_items
+                for j in range(need):
+                    item = n.item(j)
+                    if item is None or not sat[item]:
+                        ok = False
+                        break
+            elif isinstance(n, UnionNode):
+                ok = any(sat[a] for a in n.alts)
+            else:
+                ok = False
+            if ok:
+                sat[i] = True
+                changed = True
+    return sat

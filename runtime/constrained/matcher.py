@@ -1,0 +1,150 @@
+"""Per-request grammar state: which parse stacks are alive after the tokens so far."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .grammar import Grammar
+
+_MAX_FORCED = 256   # bytes of forced text computed at once
+
+
+class GrammarMatcher:
+    """Mutable, cheap to copy. Not thread-safe (one per request); the `Grammar` it reads is shared."""
+
+    def __init__(self, grammar: Grammar, stacks=None, terminated: bool = False):
+        self.grammar = grammar
+        self._stacks = stacks if stacks is not None else grammar.initial
+        self._terminated = terminated
+
+    def copy(self) -> "GrammarMatcher":
+        return GrammarMatcher(self.grammar, self._stacks, self._terminated)
+
+    # --- masks -------------------------------------------------------------------------------------------------
+    def _masks(self):
+        return [self.grammar.stack_mask(s) for s in self._stacks]
+
+    def allowed_mask(self) -> np.ndarray:
+        """numpy bool [vocab]: tokens allowed next (EOS included iff accepting)."""
+        g = self.grammar
+        if self._terminated:
+            return np.zeros(g.vocab_size, bool)
+        masks = self._masks()
+        out = masks[0][0].copy()
+        for m, _ in masks[1:]:
+            out |= m
+        eos = g.index.eos_token_id
+        if eos is not None and self.is_accepting():
+            out[eos] = True
+        return out
+
+    def allowed_token_ids(self) -> torch.Tensor:
+        """bool tensor [vocab]: True where the token may be sampled next."""
+        return torch.from_numpy(self.allowed_mask())
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+        """Write this matcher's allowed set into `bitmask[row]` (int32 [batch, ceil(vocab/32)]; bit j of word w =
+        token 32*w+j). Mutates only that row."""
+        g = self.grammar
+        if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != g.words:
+            raise ValueError(f"bitmask must be int32 [batch, {g.words}], got {tuple(bitmask.shape)} "
+                             f"{bitmask.dtype}")
+        if self._terminated:
+            words = np.zeros(g.words, np.int32)
+        else:
+            masks = self._masks()
+            words = masks[0][1].copy()
+            for _, p in masks[1:]:
+                words |= p
+            eos = g.index.eos_token_id
+            if eos is not None and self.is_accepting():
+                words[eos >> 5] |= np.int32(np.uint32(1 << (eos & 31)).view(np.int32))
+        t = torch.from_numpy(words)
+        if bitmask.device.type == "cpu":
+            bitmask[row].copy_(t)
+        else:
+            bitmask[row].copy_(t.to(bitmask.device, non_blocking=True))
+
+    # --- state -------------------------------------------------------------------------------------------------
+    def advance(self, token_id: int) -> bool:
+        """Consume one token. Returns False, leaving the state unchanged, if it is not allowed.
+        EOS is allowed only where the grammar accepts; after it the matcher is terminated."""
+        if self._terminated:
+            return False
+        g = self.grammar
+        if token_id == g.index.eos_token_id:
+            if self.is_accepting():
+                self._terminated = True
+                return True
+            return False
+        if not (0 <= token_id < g.vocab_size) or not g.index.is_text[token_id]:
+            return False
+        nxt = g.run(self._stacks, g.index.token_bytes[token_id])
+        if not nxt:
+            return False
+        self._stacks = tuple(nxt)
+        return True
+
+    def advance_bytes(self, data: bytes) -> bool:
+        """Consume raw bytes (e.g. forced text); False and unchanged if rejected."""
+        nxt = self.grammar.run(self._stacks, data)
+        if not nxt:
+            return False
+        self._stacks = tuple(nxt)
+        return True
+
+    def is_accepting(self) -> bool:
+        """Whether EOS is allowed now."""
+        return not self._terminated and any(self.grammar.accepting(s) for s in self._stacks)
+
+    def is_terminated(self) -> bool:
+        """EOS was taken, or nothing but EOS can follow."""
+        if self._terminated:
+            return True
+        return self.is_accepting() and not any(self.grammar.next_bytes(s) for s in self._stacks)
+
+    def forced_bytes(self) -> bytes:
+        """Bytes every continuation must start with (stops where EOS would be allowed)."""
+        g = self.grammar
+        stacks = self._stacks
+        out = bytearray()
+        if self._terminated:
+            return b""
+        while len(out) < _MAX_FORCED:
+            if any(g.accepting(s) for s in stacks):
+                break
+            nb: set[int] = set()
+            for s in stacks:
+                nb |= g.next_bytes(s)
+                if len(nb) > 1:
+                    break
+            if len(nb) != 1:
+                break
+            b = nb.pop()
+            out.append(b)
+            stacks = g.run(stacks, bytes((b,)))
+        return bytes(out)
+
+    def forced_text(self) -> str:
+        """Text every continuation must start with ('' if none); cut at the last whole UTF-8 character."""
+        data = self.forced_bytes()
+        return data.decode("utf-8", errors="ignore") if _complete_utf8(data) else \
+            data[:_last_boundary(data)].decode("utf-8", errors="ignore")
+
+    def __repr__(self) -> str:
+        return f"GrammarMatcher({self.grammar!r}, stacks={len(self._stacks)}, terminated={self._terminated})"
+
+
+def _last_boundary(data: bytes) -> int:
+    i = len(data)
+    while i > 0 and data[i - 1] & 0xC0 == 0x80:
+        i -= 1
+    if i > 0 and data[i - 1] >= 0xC0:
+        need = 2 if data[i - 1] < 0xE0 else 3 if data[i - 1] < 0xF0 else 4
+        if len(data) - (i - 1) < need:
+            return i - 1
+    return len(data)
+
+
+def _complete_utf8(data: bytes) -> bool:
+    return _last_boundary(data) == len(data)

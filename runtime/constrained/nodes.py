@@ -1,0 +1,57 @@
+"""Compiled grammar nodes: the immutable pieces a JSON schema or regex compiles to. Nodes refer to each
+other by index into `Grammar.nodes`, so recursive schemas ($ref cycles) are plain cycles of indices."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .byte_dfa import ByteDFA
+
+EXTRA = ("<additional property>",)   # key-DFA label of a property name not among `properties`
+
+
+@dataclass(eq=False)
+class LexNode:
+    """A value that is one lexeme: string, number, literal, enum of scalars. `min_chars`/`max_chars` count
+    JSON-decoded characters of a string lexeme outside the DFA (no product automaton needed)."""
+    dfa: ByteDFA
+    min_chars: int = 0
+    max_chars: Optional[int] = None
+
+    @property
+    def counted(self) -> bool:
+        return self.min_chars > 0 or self.max_chars is not None
+
+
+@dataclass(eq=False)
+class ObjectNode:
+    props: dict[str, int]                 # property name -> value node
+    required: frozenset[str]
+    additional: Optional[int]             # node for other names; None = no other names allowed
+    min_props: int = 0
+    max_props: Optional[int] = None
+    key_dfas: dict = field(default_factory=dict)   # (seen, nkeys) -> ByteDFA, built lazily
+
+
+@dataclass(eq=False)
+class ArrayNode:
+    prefix: tuple[int, ...]
+    items: Optional[int]                  # node for items past the prefix; None = none allowed
+    min_items: int = 0
+    max_items: Optional[int] = None
+
+    def item(self, i: int) -> Optional[int]:
+        return self.prefix[i] if i < len(self.prefix) else self.items
+
+
+@dataclass(eq=False)
+class UnionNode:
+    alts: tuple[int, ...]
+
+
+@dataclass(eq=False)
+class NeverNode:
+    """No value at all (schema `false`, or contradictory constraints)."""
+
+
+Node = LexNode | ObjectNode | ArrayNode | UnionNode | NeverNode

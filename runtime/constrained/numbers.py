@@ -1,0 +1,133 @@
+"""Regexes for JSON numbers, integers in a range, and numbers between integer bounds (no product automata:
+ranges are spelled out digit by digit)."""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
+INTEGER = r"-?(0|[1-9][0-9]*)(\.0+)?"     # 1.0 is an integer in JSON Schema
+FRAC_ANY, FRAC_ZERO, FRAC_NONZERO = r"(\.[0-9]+)?", r"(\.0+)?", r"\.[0-9]*[1-9][0-9]*"
+
+
+def _same_len(x: str, y: str) -> str:
+    """Regex for digit strings of len(x) between x and y inclusive (leading zeros allowed)."""
+    if x == y:
+        return x
+    i = 0
+    while x[i] == y[i]:
+        i += 1
+    prefix, x, y = x[:i], x[i:], y[i:]
+    n = len(x) - 1
+    if n == 0:
+        return prefix + f"[{x}-{y}]"
+    parts = []
+    if x[1:] == "0" * n and y[1:] == "9" * n:
+        return prefix + f"[{x[0]}-{y[0]}][0-9]{{{n}}}"
+    lo_d, hi_d = int(x[0]), int(y[0])
+    if x[1:] == "0" * n:
+        lo_d -= 1
+    else:
+        parts.append(x[0] + "(" + _same_len(x[1:], "9" * n) + ")")
+    if y[1:] == "9" * n:
+        hi_d += 1
+    if lo_d + 1 <= hi_d - 1:
+        parts.append(f"[{lo_d + 1}-{hi_d - 1}][0-9]{{{n}}}")
+    if y[1:] != "9" * n:
+        parts.append(y[0] + "(" + _same_len("0" * n, y[1:]) + ")")
+    else:
+        parts.append(y[0] + f"[0-9]{{{n}}}") if int(y[0]) > lo_d + 0 and hi_d - 1 < int(y[0]) else None
+    return prefix + "(" + "|".join(p for p in parts if p) + ")"
+
+
+def nat_range(a: int, b: Optional[int]) -> Optional[str]:
+    """Regex for decimal naturals (no leading zeros) in [a, b]; b None = unbounded. None if empty."""
+    a = max(a, 0)
+    if b is not None and b < a:
+        return None
+    parts = []
+    la = len(str(a))
+    top = b if b is not None else 10 ** la - 1
+    for length in range(la, len(str(top)) + 1):
+        lo = max(a, 10 ** (length - 1) if length > 1 else 0)
+        hi = min(top, 10 ** length - 1)
+        if lo > hi:
+            continue
+        parts.append(_same_len(str(lo), str(hi)))
+    if b is None:
+        parts.append(f"[1-9][0-9]{{{la},}}")
+    return "(" + "|".join(parts) + ")"
+
+
+def integer_range(lo: Optional[int], hi: Optional[int]) -> Optional[str]:
+    """Regex for JSON integers in [lo, hi] (either may be None), including `-0` and `1.0` spellings."""
+    parts = []
+    if hi is None or hi >= 0:
+        r = nat_range(max(lo, 0) if lo is not None else 0, hi)
+        if r:
+            parts.append(r)
+    if lo is None or lo <= 0:
+        # negative side: magnitude m in [max(-hi, 0), -lo]; m = 0 is "-0", equal to 0
+        r = nat_range(max(-hi, 0) if hi is not None else 0, -lo if lo is not None else None)
+        if r:
+            parts.append("-" + r)
+    if not parts:
+        return None
+    return "(" + "|".join(parts) + r")(\.0+)?"
+
+
+def _magnitude(a: int, a_incl: bool, b: Optional[int], b_incl: bool) -> Optional[str]:
+    """Regex for decimals (no sign, no exponent) with value m in the interval from integer a to b."""
+    if b is not None and (b < a or (b == a and not (a_incl and b_incl))):
+        return None
+    if b is not None and b == a:
+        return str(a) + FRAC_ZERO
+    parts = []
+    mid = nat_range(a + 1, None if b is None else b - 1)
+    if mid:
+        parts.append(mid + FRAC_ANY)
+    parts.append(str(a) + (FRAC_ANY if a_incl else FRAC_NONZERO))
+    if b is not None and b_incl:
+        parts.append(str(b) + FRAC_ZERO)
+    return "(" + "|".join(parts) + ")"
+
+
+def number_range(lo: Optional[float], lo_excl: bool, hi: Optional[float], hi_excl: bool) -> Optional[str]:
+    """Regex for JSON numbers (no exponent form) in the interval; bounds must be whole numbers.
+    Raises ValueError for fractional bounds."""
+    for v in (lo, hi):
+        if v is not None and (not math.isfinite(v) or v != int(v)):
+            raise ValueError("fractional bound")
+    lo_i = int(lo) if lo is not None else None
+    hi_i = int(hi) if hi is not None else None
+    parts = []
+    # x >= 0 side: m = x
+    if hi_i is None or hi_i > 0 or (hi_i == 0 and not hi_excl):
+        a, a_incl = (0, True) if lo_i is None or lo_i < 0 else (lo_i, not lo_excl)
+        r = _magnitude(a, a_incl, hi_i, not hi_excl)
+        if r:
+            parts.append(r)
+    # x <= 0 side: m = -x
+    if lo_i is None or lo_i < 0 or (lo_i == 0 and not lo_excl):
+        a, a_incl = (0, True) if hi_i is None or hi_i > 0 else (-hi_i, not hi_excl)
+        b, b_incl = (None, False) if lo_i is None else (-lo_i, not lo_excl)
+        r = _magnitude(a, a_incl, b, b_incl)
+        if r:
+            parts.append("-" + r)
+    if not parts:
+        return None
+    return "(" + "|".join(parts) + ")"
+
+
+def literal_number(v) -> str:
+    """Regex for every plain spelling of the JSON number v (1 == 1.0 == 1.00)."""
+    import re
+    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e16):
+        iv = int(v)
+        body = str(abs(iv)) + FRAC_ZERO
+        return ("-" if iv < 0 else "-?" if iv == 0 else "") + body
+    text = repr(float(v))
+    if "e" in text or "inf" in text or "nan" in text:
+        return re.escape(text)
+    sign = "-" if text.startswith("-") else ""
+    return sign + re.escape(text.lstrip("-")) + "0*"

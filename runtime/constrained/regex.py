@@ -1,0 +1,89 @@
+"""Regex -> CharFSM via `interegular` (Python regex syntax), with the anchoring rules we need:
+`compile_regex` matches the whole output; JSON Schema `pattern` searches anywhere unless anchored (^...$)."""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from .charfsm import CharFSM, from_interegular
+from .errors import GrammarError
+
+
+class RegexUnsupported(GrammarError):
+    """Valid regex syntax that the automaton builder cannot express (lookaround, backreferences, \\p{..})."""
+
+
+def _strip_anchors(pattern: str) -> tuple[str, bool, bool]:
+    start = pattern.startswith("^")
+    body = pattern[1:] if start else pattern
+    end = False
+    if body.endswith("$"):
+        # count preceding backslashes: "\$" is a literal dollar
+        n = len(body) - 1 - len(body[:-1].rstrip("\\"))
+        if n % 2 == 0:
+            end, body = True, body[:-1]
+    return body, start, end
+
+
+def _has_bare(body: str, chars: str) -> bool:
+    """Whether `body` has an unescaped character from `chars` outside a character class."""
+    i, in_class = 0, False
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+            if body[i + 1:i + 2] == "]":
+                i += 1
+        elif c in chars:
+            return True
+        i += 1
+    return False
+
+
+def _top_level_alternation(body: str) -> bool:
+    depth, i, in_class = 0, 0, False
+    while i < len(body):
+        c = body[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return True
+        i += 1
+    return False
+
+
+@lru_cache(maxsize=512)
+def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
+    """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text (JSON Schema semantics)."""
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
+    body, start, end = _strip_anchors(pattern)
+    if _has_bare(body, "^$"):
+        raise RegexUnsupported(f"regex {pattern!r}: anchors are only supported at the very start and end")
+    if search and (start or end) and _top_level_alternation(body):
+        raise RegexUnsupported(f"regex {pattern!r}: anchors with top-level '|' are ambiguous; group the "
+                               "alternatives, e.g. ^(a|b)$")
+    if search:
+        body = ("" if start else r"[\s\S]*") + f"(?:{body})" + ("" if end else r"[\s\S]*")
+    import interegular
+    try:
+        fsm = interegular.parse_pattern(body).to_fsm()
+    except Exception as e:  # interegular raises its own Unsupported / parse errors
+        raise RegexUnsupported(f"regex {pattern!r} uses syntax the automaton builder cannot handle: {e}") from None
+    return from_interegular(fsm)

@@ -1,6 +1,6 @@
 """The FastAPI app: routes, error rendering, and the guard middleware, around one running Engine.
 
-    app = create_app(engine, ModelInfo.from_model(model), api_key=None)
+    app = create_app(engine, ModelInfo.from_engine(engine, name="my-model"), api_key=None)
 
 Handlers only await the engine's async streams (see engine_client.py); nothing here blocks the engine loop."""
 from __future__ import annotations

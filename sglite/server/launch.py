@@ -25,9 +25,10 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--seed", "seed", int, "random seed of the engine"),
     ("--max-context", "max_context", int, "serve a shorter context than the model's"),
 )
-ENGINE_FLAGS: tuple[tuple[str, str, str], ...] = (
-    ("--disable-radix-cache", "disable_radix_cache", "turn the prefix cache off"),
-    ("--enable-jump-forward", "enable_jump_forward", "jump forward over text a grammar forces"),
+# switches: (flag, EngineConfig field, value the flag sets, help)
+ENGINE_FLAGS: tuple[tuple[str, str, bool, str], ...] = (
+    ("--disable-radix-cache", "disable_radix_cache", True, "turn the prefix cache off"),
+    ("--disable-jump-forward", "enable_jump_forward", False, "do not jump forward over text a grammar forces"),
 )
 
 
@@ -47,14 +48,16 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_argument_group("engine options")
     for flag, _, typ, doc in ENGINE_OPTIONS:
         group.add_argument(flag, type=typ, default=None, help=doc)
-    for flag, _, doc in ENGINE_FLAGS:
-        group.add_argument(flag, action="store_true", default=None, help=doc)
+    for flag, _, _, doc in ENGINE_FLAGS:
+        group.add_argument(flag, action="store_true", help=doc)
     return p
 
 
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:
     opts = {field: getattr(args, field) for _, field, _, _ in ENGINE_OPTIONS if getattr(args, field) is not None}
-    opts.update({field: True for _, field, _ in ENGINE_FLAGS if getattr(args, field)})
+    for flag, field, value, _ in ENGINE_FLAGS:
+        if getattr(args, flag.lstrip("-").replace("-", "_")):
+            opts[field] = value
     return opts
 
 
@@ -62,21 +65,24 @@ def load_engine(args: argparse.Namespace) -> tuple[Any, ModelInfo]:
     """The model (loaded once, so the server can read its tokenizer and context) and an Engine around it."""
     import torch
 
-    from sglite.runtime.engine import Engine
+    from sglite.runtime.engine import Engine, EngineConfig
 
-    if args.tiny:
+    options = engine_options(args)
+    EngineConfig.from_kwargs(**options)  # a bad option fails now, not after loading the model
+
+    if args.tiny:  # random weights, the default model's tokenizer
         from sglite.runtime.testing import load_tiny_model
-        model, path = load_tiny_model(), "tiny-random"
+        model, path, tokenizer_path = load_tiny_model(), "tiny-random", None
     else:
         from sglite.runtime.model import load_model
         from sglite.runtime.model_source import resolve_model_path
-        path = str(resolve_model_path(args.model))
+        path = tokenizer_path = str(resolve_model_path(args.model))
         kw = {"dtype": getattr(torch, args.dtype)} if args.dtype else {}
         if args.device:
             kw["device"] = args.device
         model = load_model(path, **kw)
-    engine = Engine(model=model, background=True, **engine_options(args))
-    return engine, ModelInfo.from_engine(engine, name=args.served_model_name, path=path)
+    engine = Engine(model=model, background=True, **options)
+    return engine, ModelInfo.from_engine(engine, name=args.served_model_name, path=path, tokenizer_path=tokenizer_path)
 
 
 def main(argv: list[str] | None = None) -> int:

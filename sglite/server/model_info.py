@@ -12,6 +12,7 @@ class ModelInfo:
     tokenizer: Any          # sglite.runtime.tokenizer.Tokenizer
     max_context: int
     path: str | None = None
+    tokenizer_path: str | None = None  # what a client passes to load_tokenizer() to tokenize as we do
 
     @property
     def vocab_size(self) -> int:
@@ -24,13 +25,8 @@ class ModelInfo:
             return self.tokenizer.decode([token_id]).encode()
 
     @classmethod
-    def from_model(cls, model: Any, name: str | None = None, path: str | None = None) -> "ModelInfo":
-        """From a `sglite.runtime.model.Model` (model.tokenizer, model.config.max_context)."""
-        return cls(name=name or _default_name(path), tokenizer=model.tokenizer,
-                   max_context=int(model.config.max_context), path=path)
-
-    @classmethod
-    def from_engine(cls, engine: Any, name: str | None = None, path: str | None = None) -> "ModelInfo":
+    def from_engine(cls, engine: Any, name: str | None = None, path: str | None = None,
+                    tokenizer_path: str | None = None) -> "ModelInfo":
         """From an Engine: engine.tokenizer (or engine.model.tokenizer) and engine.max_context (which an engine
         option may set below the model's own)."""
         model = getattr(engine, "model", None)
@@ -39,7 +35,8 @@ class ModelInfo:
                                                                       None)
         if tokenizer is None or max_context is None:
             raise ValueError("cannot find the engine's tokenizer and context length; pass model_info to create_app")
-        return cls(name=name or _default_name(path), tokenizer=tokenizer, max_context=int(max_context), path=path)
+        return cls(name=name or _default_name(path), tokenizer=tokenizer, max_context=int(max_context), path=path,
+                   tokenizer_path=tokenizer_path)
 
 def _default_name(path: str | None) -> str:
     if not path:

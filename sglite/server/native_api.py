@@ -110,6 +110,6 @@ class NativeServing:
         yield SSE_DONE
 
     def model_info(self) -> dict[str, Any]:
-        return {"model_path": self.info.path or self.info.name, "tokenizer_path": self.info.path or self.info.name,
+        return {"model_path": self.info.path or self.info.name, "tokenizer_path": self.info.tokenizer_path or "default",
                 "served_model_name": self.info.name, "is_generation": True, "max_context": self.info.max_context,
                 "context_length": self.info.max_context, "vocab_size": self.info.vocab_size}

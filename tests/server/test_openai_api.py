@@ -101,3 +101,23 @@ def test_extra_body_regex(client, grammar):
     import re
 
     assert re.fullmatch("(yes|no)-[0-9]{3}", r.choices[0].message.content)
+
+
+def test_response_format_json_object(client, grammar):
+    r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0,
+                                       response_format={"type": "json_object"})
+    assert r.choices[0].message.content.lstrip().startswith("{")  # random weights: an object, maybe unfinished
+
+
+def test_chat_stream_n2(client):
+    stream = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=5, temperature=1.0, seed=3,
+                                            n=2, stream=True)
+    texts, finished = {0: "", 1: ""}, set()
+    for chunk in stream:
+        for c in chunk.choices:
+            texts[c.index] += c.delta.content or ""
+            if c.finish_reason:
+                finished.add(c.index)
+    assert finished == {0, 1}
+    full = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=5, temperature=1.0, seed=3, n=2)
+    assert [c.message.content for c in full.choices] == [texts[0], texts[1]]  # seed + i per choice: reproducible

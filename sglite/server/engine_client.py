@@ -136,6 +136,8 @@ class RequestStream:
         self._ttft_seen = False
 
     async def start(self) -> None:
+        if self.call.constraint is not None:
+            await asyncio.to_thread(_compile_grammar, self.engine, self.call.sampling_params)
         self._pump_task = asyncio.get_running_loop().create_task(self._pump())
         self._first = await self._queue.get()
         if isinstance(self._first, BaseException):
@@ -221,6 +223,21 @@ class RequestStream:
         reason = meta.get("finish_reason")
         m.finished.labels(reason=str((reason.get("type") if isinstance(reason, dict) else reason) or "unknown")).inc()
         m.e2e_latency.observe(time.perf_counter() - self._t0)
+
+
+def _compile_grammar(engine: Any, sampling_params: dict[str, Any]) -> None:
+    """Compiles a request's regex / JSON schema on a worker thread, so that the compile inside
+    `engine.async_generate` (which runs on the event loop) is a cache hit and does not stall other requests.
+    Best effort: any error is left for the real submission to raise."""
+    backend = getattr(engine, "grammar", None)
+    if backend is None or not hasattr(backend, "compile"):
+        return
+    try:
+        from sglite.runtime.engine import SamplingParams
+
+        backend.compile(SamplingParams.from_dict(sampling_params))
+    except Exception:
+        pass
 
 
 async def _single(result: dict[str, Any]) -> AsyncIterator[dict[str, Any]]:

@@ -7,6 +7,8 @@ like the engine's own stream, `text`, `output_ids`, `meta_info.output_token_logp
 streams tag each chunk with `index`."""
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 from typing import Any, AsyncIterator
 
 from starlette.requests import Request
@@ -19,6 +21,7 @@ from .openai_api import _collect
 from .protocol import GenerateRequest
 from .sse import SSE_DONE, SSEResponse, dumps, merge_deltas, sse_event
 
+LONG_TEXT_CHARS = 4096
 _STREAM_TOTALS_SKIP = ("output_token_logprobs", "output_top_logprobs", "input_token_logprobs", "input_top_logprobs")
 
 
@@ -72,6 +75,9 @@ class NativeServing:
 
     async def generate(self, req: GenerateRequest, request: Request) -> Response:
         calls, batch = generate_calls(req, self.info.vocab_size)
+        # long texts are tokenized off the event loop (the engine would do it on the loop, inside submission)
+        calls = [dataclasses.replace(c, text=None, input_ids=await asyncio.to_thread(self.info.tokenizer.encode, c.text))
+                 if c.text is not None and len(c.text) > LONG_TEXT_CHARS else c for c in calls]
         try:
             streams = await start_all(self.engine, calls, self.metrics)
         except APIError as e:

@@ -59,8 +59,11 @@ class ByteDFA:
         return self.accepting_list[s]
 
     @staticmethod
-    def from_char_fsm(fsm: CharFSM, json_string: bool, limit: int = 200_000) -> "ByteDFA":
-        return _Lowering(fsm, json_string, limit).build()
+    def from_char_fsm(fsm: CharFSM, json_string: bool, canonical: bool = False,
+                      limit: int = 200_000) -> "ByteDFA":
+        """`canonical` (JSON strings only): no escapes for printable ASCII other than `"` and `\\` (what a
+        generator should write; keeps forced text forced)."""
+        return _Lowering(fsm, json_string, limit, canonical).build()
 
     @staticmethod
     def literal(words: list[bytes]) -> "ByteDFA":
@@ -103,8 +106,8 @@ class _Lowering:
     """CharFSM -> ByteDFA. Sub-automata for UTF-8 continuation bytes and \\uXXXX digits are memoised by what
     they map to, so "any character" tails are shared instead of copied per state."""
 
-    def __init__(self, fsm: CharFSM, json_string: bool, limit: int):
-        self.fsm, self.json, self.limit = fsm, json_string, limit
+    def __init__(self, fsm: CharFSM, json_string: bool, limit: int, canonical: bool = False):
+        self.fsm, self.json, self.limit, self.canonical = fsm, json_string, limit, canonical
         self.rows: list[list[int]] = []
         self.memo: dict[tuple, int] = {}
 
@@ -200,6 +203,9 @@ class _Lowering:
     def _escapes(self, state: int, q: int, segs: list[tuple[int, int, int]]) -> None:
         esc = self.new()
         self.rows[state][0x5C] = esc
+        if self.canonical:   # printable ASCII except '"' and '\\' is written as itself
+            segs = [s for s in _clip(segs, 0, 0x1F) + _clip(segs, 0x22, 0x22) + _clip(segs, 0x5C, 0x5C) +
+                    _clip(segs, 0x7F, 0x10FFFF)]
         for byte, cp in _ESCAPES.items():
             t = _lookup(segs, cp)
             if t >= 0:

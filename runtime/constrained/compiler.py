@@ -51,7 +51,8 @@ class GrammarCompiler:
 
     def compile_json_schema(self, schema: Any, whitespace: str = "any") -> Grammar:
         """Grammar for JSON documents valid under `schema` (dict, JSON text, or a pydantic model class).
-        `whitespace`: "any" accepts all JSON whitespace; "compact" accepts none (best for generation)."""
+        `whitespace`: "any" accepts every JSON text of a valid value (any whitespace, any escapes); "compact"
+        is the generation mode: no whitespace and no needless escapes, so more text is forced."""
         if whitespace not in WHITESPACE_MODES:
             raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
         schema = _load_schema(schema)
@@ -59,7 +60,7 @@ class GrammarCompiler:
 
         def build() -> Grammar:
             _check_schema(schema)
-            sc = SchemaCompiler(schema, self._dfas)
+            sc = SchemaCompiler(schema, self._dfas, canonical=whitespace == "compact")
             root = sc.compile(schema, "#")
             return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace)
         return self._cached(("json_schema", spec, whitespace, self.tokenizer.name), build)

@@ -229,7 +229,7 @@ class Grammar:
             # names of properties that are not allowed any more must not be taken as "additional" names
             blocked = tuple(n for n in node.props if n not in named) if extra else ()
             fsm = literal_trie(named, EXTRA if extra else None, blocked)
-            dfa = ByteDFA.from_char_fsm(fsm, json_string=True)
+            dfa = ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.whitespace == "compact")
             node.key_dfas[key] = dfa
         return dfa
 

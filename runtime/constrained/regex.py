@@ -69,6 +69,8 @@ def _top_level_alternation(body: str) -> bool:
 @lru_cache(maxsize=512)
 def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text (JSON Schema semantics)."""
+    if re.search(r"(?<!\\)(\\\\)*\\[pP]\{", pattern):
+        raise RegexUnsupported(f"regex {pattern!r}: Unicode property classes (\\p{{..}}) are not supported")
     try:
         re.compile(pattern)
     except re.error as e:

@@ -64,8 +64,9 @@ def _kind(v: Any) -> str:
 class SchemaCompiler:
     """One compilation: a root schema document -> (nodes, root index)."""
 
-    def __init__(self, root: Any, dfa_cache: dict):
+    def __init__(self, root: Any, dfa_cache: dict, canonical: bool = False):
         self.root = root
+        self.canonical = canonical   # generation mode: no needless escapes in strings
         self.nodes: list[Node] = []
         self.refs: dict[str, int] = {}
         self.dfas = dfa_cache
@@ -81,6 +82,7 @@ class SchemaCompiler:
         return len(self.nodes) - 1
 
     def dfa(self, key: tuple, build) -> ByteDFA:
+        key = key + (self.canonical,)
         d = self.dfas.get(key)
         if d is None:
             d = self.dfas[key] = build()
@@ -89,7 +91,7 @@ class SchemaCompiler:
     def regex_dfa(self, pattern: str, json_string: bool, search: bool, ptr: str, kw: str) -> ByteDFA:
         def build():
             try:
-                return ByteDFA.from_char_fsm(regex_to_char_fsm(pattern, search), json_string)
+                return ByteDFA.from_char_fsm(regex_to_char_fsm(pattern, search), json_string, self.canonical)
             except RegexUnsupported as e:
                 raise UnsupportedSchemaError(kw, ptr, str(e)) from None
             except OverflowError as e:
@@ -122,7 +124,7 @@ class SchemaCompiler:
 
     def plain_string(self, min_len: int, max_len: Optional[int]) -> int:
         d = self.dfa(("string",), lambda: ByteDFA.from_char_fsm(
-            CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True))
+            CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True, self.canonical))
         return self.add(LexNode(d, min_len, max_len))
 
     # --- $ref ----------------------------------------------------------------------------------------------------
@@ -299,7 +301,7 @@ class SchemaCompiler:
                                              "length bounds together with a pattern/format are too large") from None
         key = ("strfsm", s.get("pattern"), s.get("format"), min_len, max_len)
         try:
-            d = self.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True))
+            d = self.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, self.canonical))
         except OverflowError as e:
             raise GrammarError(f"string at {ptr}: {e}") from None
         return self.add(LexNode(d))
@@ -340,7 +342,8 @@ class SchemaCompiler:
         if isinstance(v, (int, float)):
             return self.lex_regex(literal_number(v))
         if isinstance(v, str):
-            d = self.dfa(("lit", v), lambda: ByteDFA.from_char_fsm(literal_trie({v: True}), True))
+            d = self.dfa(("lit", v), lambda: ByteDFA.from_char_fsm(literal_trie({v: True}), True,
+                                                                           self.canonical))
             return self.add(LexNode(d))
         if isinstance(v, list):
             return self.add(ArrayNode(tuple(self.const_node(x) for x in v), None, len(v), len(v)))

@@ -1,0 +1,162 @@
+import json
+
+import pytest
+
+from sglite.runtime.constrained import GrammarError, UnsupportedSchemaError
+
+from .conftest import accepts, feed
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 8},
+        "age": {"type": "integer", "minimum": 0, "maximum": 150},
+        "email": {"type": "string", "format": "email"},
+        "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+        "kind": {"enum": ["a", "b", 3, None]},
+    },
+    "required": ["name", "age"],
+    "additionalProperties": False,
+}
+
+
+@pytest.mark.parametrize("inst,ok", [
+    ({"name": "Bob", "age": 30}, True),
+    ({"age": 30, "name": "Bob"}, True),                       # any property order
+    ({"name": "Bob", "age": 30, "tags": ["x", "y"], "kind": 3}, True),
+    ({"name": "Bob", "age": 30, "kind": None, "email": "a.b@c.org"}, True),
+    ({"name": "中文名字", "age": 1}, True),                      # \\u escapes from json.dumps, counted as chars
+    ({"name": "Bob"}, False),                                 # missing required
+    ({"name": "", "age": 3}, False),                          # minLength
+    ({"name": "123456789", "age": 3}, False),                 # maxLength
+    ({"name": "Bob", "age": 151}, False),
+    ({"name": "Bob", "age": -1}, False),
+    ({"name": "Bob", "age": 3.5}, False),
+    ({"name": "Bob", "age": 3, "x": 1}, False),               # additionalProperties false
+    ({"name": "Bob", "age": 3, "tags": ["a", "b", "c", "d"]}, False),
+    ({"name": "Bob", "age": 3, "kind": "c"}, False),
+    ({"name": "Bob", "age": 3, "email": "not an email"}, False),
+])
+def test_person(tokenizer, compiler, inst, ok):
+    g = compiler.compile_json_schema(PERSON)
+    assert accepts(tokenizer, g, inst) == ok
+    assert feed(tokenizer, g, json.dumps(inst, separators=(",", ":"))) == ok
+    assert feed(tokenizer, g, json.dumps(inst, indent=2, ensure_ascii=False)) == ok
+
+
+def test_additional_properties_default_true(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}})
+    assert accepts(tokenizer, g, {"a": 1, "b": {"c": [1, "x", None, {"d": True}]}})
+    assert not accepts(tokenizer, g, {"a": "1"})
+    assert not accepts(tokenizer, g, {"a": 1, "a2": 2, "a": 3} | {"a": "x"})
+
+
+def test_additional_properties_schema(tokenizer, compiler):
+    g = compiler.compile_json_schema({"properties": {"a": {}}, "additionalProperties": {"type": "boolean"}})
+    assert accepts(tokenizer, g, {"a": "x", "b": True})
+    assert not accepts(tokenizer, g, {"a": "x", "b": 1})
+    assert accepts(tokenizer, g, 12)                # no "type": other kinds of value are valid
+
+
+def test_recursive_ref(tokenizer, compiler):
+    tree = {"$defs": {"node": {"type": "object", "properties": {
+        "value": {"type": "integer"}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+        "required": ["value"], "additionalProperties": False}}, "$ref": "#/$defs/node"}
+    g = compiler.compile_json_schema(tree)
+    deep = {"value": 1, "children": [{"value": 2, "children": [{"value": 3, "children": []}]}, {"value": 4}]}
+    assert accepts(tokenizer, g, deep)
+    assert not accepts(tokenizer, g, {"value": 1, "children": [{"children": []}]})
+    assert len(g.nodes) < 50   # bounded: recursion is a cycle, not an unrolling
+
+
+def test_any_of_all_of_one_of(tokenizer, compiler):
+    g = compiler.compile_json_schema({"anyOf": [{"type": "string", "maxLength": 2}, {"type": "integer"}]})
+    assert accepts(tokenizer, g, "ab") and accepts(tokenizer, g, 7)
+    assert not accepts(tokenizer, g, "abc") and not accepts(tokenizer, g, 1.5)
+    g = compiler.compile_json_schema({"allOf": [
+        {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+        {"properties": {"a": {"minimum": 5}, "b": {"type": "string"}}, "additionalProperties": False}]})
+    assert accepts(tokenizer, g, {"a": 5}) and accepts(tokenizer, g, {"a": 6, "b": "x"})
+    assert not accepts(tokenizer, g, {"a": 4}) and not accepts(tokenizer, g, {"a": 5, "c": 1})
+    # disjoint oneOf is enforced; overlapping oneOf cannot be, so it is refused
+    g = compiler.compile_json_schema({"oneOf": [{"type": "string"}, {"type": "null"}]})
+    assert accepts(tokenizer, g, None) and accepts(tokenizer, g, "x") and not accepts(tokenizer, g, 1)
+    with pytest.raises(UnsupportedSchemaError, match="oneOf"):
+        compiler.compile_json_schema({"oneOf": [{"type": "integer"}, {"minimum": 2}]})
+
+
+def test_const_and_enum_equality(tokenizer, compiler):
+    g = compiler.compile_json_schema({"const": {"a": [1, "x"]}})
+    assert accepts(tokenizer, g, {"a": [1.0, "x"]})
+    assert not accepts(tokenizer, g, {"a": [1, "y"]}) and not accepts(tokenizer, g, {"a": [True, "x"]})
+    g = compiler.compile_json_schema({"enum": ["é", 2]})
+    assert accepts(tokenizer, g, "é") and feed(tokenizer, g, '"é"') and accepts(tokenizer, g, 2.0)
+
+
+@pytest.mark.parametrize("fmt,good,bad", [
+    ("date", "2024-02-29", "2023-02-29"),
+    ("date-time", "2024-01-31T12:30:00Z", "2024-01-31 12:30"),
+    ("time", "08:30:00+02:00", "8:30"),
+    ("uuid", "123e4567-e89b-12d3-a456-426614174000", "123e4567"),
+    ("ipv4", "192.168.0.1", "256.1.1.1"),
+    ("uri", "https://example.com/a?b=c", "not a uri"),
+])
+def test_formats(tokenizer, compiler, fmt, good, bad):
+    g = compiler.compile_json_schema({"type": "string", "format": fmt})
+    assert accepts(tokenizer, g, good)
+    assert not accepts(tokenizer, g, bad)
+
+
+def test_pattern_is_a_search(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "string", "pattern": "b+c"})
+    assert accepts(tokenizer, g, "aaabbcz") and not accepts(tokenizer, g, "ac")
+    g = compiler.compile_json_schema({"type": "string", "pattern": "^a[0-9]$", "maxLength": 2})
+    assert accepts(tokenizer, g, "a1") and not accepts(tokenizer, g, "a12")
+
+
+def test_unsupported_keyword_names_keyword_and_pointer(compiler):
+    with pytest.raises(UnsupportedSchemaError) as e:
+        compiler.compile_json_schema({"type": "object", "properties": {"x": {"type": "array", "uniqueItems": True}}})
+    assert e.value.keyword == "uniqueItems" and e.value.pointer == "#/properties/x"
+    assert "uniqueItems" in str(e.value) and "#/properties/x" in str(e.value)
+    with pytest.raises(UnsupportedSchemaError, match="format"):
+        compiler.compile_json_schema({"type": "string", "format": "hostname"})
+    assert issubclass(UnsupportedSchemaError, ValueError)
+
+
+@pytest.mark.parametrize("bad", ['{"type": ', {"type": "strin"}, {"minimum": "x"}, {"$ref": "#/nope"}])
+def test_malformed_schema(compiler, bad):
+    with pytest.raises(GrammarError):
+        compiler.compile_json_schema(bad)
+
+
+def test_pydantic_model(tokenizer, compiler):
+    pydantic = pytest.importorskip("pydantic")
+
+    class Item(pydantic.BaseModel):
+        name: str
+        price: float
+        tags: list[str] = []
+
+    g = compiler.compile_json_schema(Item)
+    assert accepts(tokenizer, g, {"name": "a", "price": 1.5})
+    assert not accepts(tokenizer, g, {"name": "a"})
+
+
+def test_compact_whitespace(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}}, whitespace="compact")
+    assert feed(tokenizer, g, '{"a":1}')
+    assert not feed(tokenizer, g, '{"a": 1}')
+    assert g.matcher().forced_text() == "{"           # "}" or '"' may follow
+    g = compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                                      "additionalProperties": False}, whitespace="compact")
+    assert g.matcher().forced_text() == '{"a":'
+
+
+def test_unsatisfiable_parts_are_never_offered(tokenizer, compiler):
+    # property "b" can never be valid, so the mask must not let the model start it
+    g = compiler.compile_json_schema({"type": "object", "properties": {"b": False}, "additionalProperties": False},
+                                     whitespace="compact")
+    m = g.matcher()
+    assert m.advance_bytes(b"{")
+    assert m.forced_text() == "}"

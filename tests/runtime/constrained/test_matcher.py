@@ -1,0 +1,102 @@
+import json
+
+import numpy as np
+import torch
+
+from sglite.runtime.constrained import jump_forward_tokens
+
+SCHEMA = {"type": "object", "properties": {"order": {"type": "integer"}, "orderId": {"type": "string"}},
+          "required": ["orderId"], "additionalProperties": False}
+
+
+def test_grammar_cache_and_immutability(compiler):
+    g1 = compiler.compile_json_schema(SCHEMA)
+    g2 = compiler.compile_json_schema(json.dumps(SCHEMA))
+    assert g1 is g2
+    m1, m2 = g1.matcher(), g1.matcher()
+    assert m1.advance_bytes(b'{"order')
+    assert m2.forced_text() == ""        # a fresh matcher is not affected
+    assert compiler.compile_regex("a+") is compiler.compile_regex("a+")
+
+
+def test_bitmask_matches_bool_mask(tokenizer, compiler):
+    g = compiler.compile_json_schema(SCHEMA)
+    m = g.matcher()
+    m.advance_bytes(b'{"orderId": "x", ')
+    words = (tokenizer.vocab_size + 31) // 32
+    bm = torch.zeros((3, words), dtype=torch.int32)
+    m.fill_bitmask(bm, 1)
+    assert not bm[0].any() and not bm[2].any()
+    bits = bm[1].numpy().view(np.uint32)
+    unpacked = ((bits[:, None] >> np.arange(32, dtype=np.uint32)) & 1).astype(bool).reshape(-1)[:tokenizer.vocab_size]
+    assert (unpacked == m.allowed_token_ids().numpy()).all()
+    assert m.allowed_token_ids().dtype == torch.bool and m.allowed_token_ids().shape == (tokenizer.vocab_size,)
+
+
+def test_advance_rejects_and_keeps_state(tokenizer, compiler):
+    g = compiler.compile_json_schema(SCHEMA)
+    m = g.matcher()
+    bad = tokenizer.encode("hello")[0]
+    before = m.allowed_mask().copy()
+    assert not m.advance(bad)
+    assert (m.allowed_mask() == before).all()
+    assert not m.advance(tokenizer.eos_token_id)
+
+
+def test_copy_is_independent(compiler):
+    g = compiler.compile_json_schema(SCHEMA)
+    m = g.matcher()
+    m.advance_bytes(b"{")
+    c = m.copy()
+    assert c.advance_bytes(b'"orderId": "a"}')
+    assert c.is_accepting() and not m.is_accepting()
+
+
+def test_terminated_after_root_closes(tokenizer, compiler):
+    g = compiler.compile_json_schema(SCHEMA)
+    m = g.matcher()
+    assert m.advance_bytes(b'{"orderId": "a"}')
+    assert m.is_accepting() and m.is_terminated()
+    assert m.advance(tokenizer.eos_token_id)
+    assert m.is_terminated()
+
+
+def test_forced_text(compiler):
+    g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
+    m = g.matcher()
+    assert m.forced_text() == '{"order'     # both names start with "order"
+    m.advance_bytes(b'{"orderI')
+    assert m.forced_text() == 'd":"'
+
+
+def _ids_cover(tokenizer, ids, text):
+    return b"".join(tokenizer.token_bytes(i) for i in ids) == text.encode()
+
+
+def test_jump_forward_backs_off_at_possible_merges(tokenizer, compiler):
+    # regression (SGLang's jump-forward drift): forced `{"order` must not be committed as `{"` + `order` when
+    # the model would write `orderId` as one token
+    g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
+    m = g.matcher()
+    ids = jump_forward_tokens(tokenizer, m)
+    forced = m.forced_text()
+    text = tokenizer.decode(ids)
+    assert forced.startswith(text)
+    # whatever we commit must be a prefix of how the tokenizer splits every plausible completion
+    for completion in ['{"orderId":"x"}', '{"order":1,"orderId":"x"}']:
+        full = tokenizer.encode(completion)
+        assert full[:len(ids)] == ids, (ids, full)
+    for i in ids:
+        assert m.advance(i)
+
+
+def test_jump_forward_after_value(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "object", "properties": {"revenue": {"type": "number"},
+                                      "year": {"type": "integer"}}, "required": ["revenue", "year"],
+                                      "additionalProperties": False}, whitespace="compact")
+    m = g.matcher()
+    forced = m.forced_text()
+    assert forced == '{"'
+    ids = jump_forward_tokens(tokenizer, m)
+    for completion in ['{"revenue":1,"year":2}', '{"year":2,"revenue":1}']:
+        assert tokenizer.encode(completion)[:len(ids)] == ids

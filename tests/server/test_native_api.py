@@ -69,3 +69,18 @@ def test_flush_cache_and_metrics(http):
                  "sglite_generation_tokens_total", "sglite_prompt_tokens_total", "sglite_http_requests_total",
                  "sglite_num_queue_requests", "sglite_cache_hit_rate"):
         assert name in text, name
+
+
+def test_health_answers_while_streaming(server, http):
+    import time
+
+    import httpx
+
+    body = {"text": "Go", "sampling_params": {"max_new_tokens": 300, "ignore_eos": True}, "stream": True}
+    with httpx.Client(base_url=server.url, timeout=60) as c, c.stream("POST", "/generate", json=body) as r:
+        lines = r.iter_lines()
+        next(ln for ln in lines if ln.startswith("data: "))
+        t0 = time.perf_counter()
+        assert http.get("/health").status_code == 200
+        assert http.get("/metrics").status_code == 200
+        assert time.perf_counter() - t0 < 2.0

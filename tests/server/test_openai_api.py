@@ -121,3 +121,13 @@ def test_chat_stream_n2(client):
     assert finished == {0, 1}
     full = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=5, temperature=1.0, seed=3, n=2)
     assert [c.message.content for c in full.choices] == [texts[0], texts[1]]  # seed + i per choice: reproducible
+
+
+def test_completions_echo_logprobs(client, engine_and_info):
+    r = client.completions.create(model="tiny", prompt="One two three", max_tokens=2, temperature=0, echo=True,
+                                  logprobs=1)
+    choice = r.choices[0]
+    assert choice.text.startswith("One two three")
+    prompt_len = len(engine_and_info[1].tokenizer.encode("One two three"))
+    assert len(choice.logprobs.tokens) == prompt_len + r.usage.completion_tokens
+    assert choice.logprobs.token_logprobs[0] is None  # nothing predicts the first prompt token

@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, AsyncIterator
 
+from starlette.requests import Request
+
 from .errors import APIError, from_value_error
 from .metrics import ServerMetrics
 
@@ -265,3 +267,31 @@ async def start_all(engine: Any, calls: list[GenerateCall], metrics: ServerMetri
                 s.cancel()
         raise errors[0]
     return streams
+
+
+async def collect(streams: list[RequestStream], request: Request) -> list[RequestStream]:
+    """Waits for every stream to finish; aborts them all if the client disconnects first."""
+    async def run() -> None:
+        await asyncio.gather(*(s.result() for s in streams))
+
+    work = asyncio.ensure_future(run())
+    watch = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        await asyncio.wait([work, watch], return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            raise APIError(499, "client disconnected", code="client_closed_request")
+        work.result()
+        return streams
+    finally:
+        watch.cancel()
+        if not work.done():
+            work.cancel()
+            for s in streams:
+                s.cancel()
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

@@ -14,10 +14,9 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .engine_client import GenerateCall, RequestStream, start_all
+from .engine_client import GenerateCall, RequestStream, collect, start_all
 from .errors import APIError, bad_request
 from .model_info import ModelInfo
-from .openai_api import _collect
 from .protocol import GenerateRequest
 from .sse import SSE_DONE, SSEResponse, dumps, merge_deltas, sse_event
 
@@ -86,7 +85,7 @@ class NativeServing:
             raise
         if req.stream:
             return SSEResponse(self._events(streams, batch))
-        await _collect(streams, request)
+        await collect(streams, request)
         results = [s.acc.result() for s in streams]
         return Response(dumps(results if batch else results[0]), media_type="application/json")
 

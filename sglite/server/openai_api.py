@@ -13,10 +13,11 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .engine_client import GenerateCall, RequestStream, start_all
+from .engine_client import GenerateCall, RequestStream, collect, start_all
 from .errors import APIError, bad_request
 from .model_info import ModelInfo
-from .protocol import ChatCompletionRequest, CompletionRequest, ResponseFormat
+from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
+from .protocol import ChatCompletionRequest, CompletionRequest
 from .sse import SSE_DONE, SSEResponse, dumps, merge_deltas, sse_event
 
 MAX_N = 64
@@ -31,6 +32,7 @@ class OpenAIServing:
         self.engine = engine
         self.info = info
         self.metrics = metrics
+        self.logprobs = LogprobFormatter(info)
 
     # --- chat -------------------------------------------------------------------------------------------------
     async def chat(self, req: ChatCompletionRequest, request: Request) -> Response:
@@ -48,17 +50,17 @@ class OpenAIServing:
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return SSEResponse(self._chat_events(streams, rid, created, req.logprobs, include_usage))
-        results = await _collect(streams, request)
+        results = await collect(streams, request)
         choices = []
         for i, s in enumerate(results):
             choice = {"index": i, "message": {"role": "assistant", "content": s.acc.text},
-                      "logprobs": None, "finish_reason": _finish(s), "matched_stop": _matched(s)}
+                      "logprobs": None, "finish_reason": finish_reason(s), "matched_stop": matched_stop(s)}
             if req.logprobs:
-                choice["logprobs"] = {"content": self._chat_logprobs(s.acc.output_token_logprobs,
+                choice["logprobs"] = {"content": self.logprobs.chat(s.acc.output_token_logprobs,
                                                                      s.acc.output_top_logprobs)}
             choices.append(choice)
         return _json({"id": rid, "object": "chat.completion", "created": created, "model": self.info.name,
-                      "choices": choices, "usage": _usage(results)})
+                      "choices": choices, "usage": usage(results)})
 
     def _render_chat(self, req: ChatCompletionRequest) -> str:
         messages = []
@@ -95,32 +97,19 @@ class OpenAIServing:
                               "finish_reason": None}])
             async for i, d in merge_deltas(streams):
                 if d is None:
-                    yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": _finish(streams[i]),
-                                  "matched_stop": _matched(streams[i])}])
+                    yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish_reason(streams[i]),
+                                  "matched_stop": matched_stop(streams[i])}])
                 elif d.text or (logprobs and d.token_logprobs):
-                    lp = {"content": self._chat_logprobs(d.token_logprobs, d.top_logprobs)} if logprobs else None
+                    lp = {"content": self.logprobs.chat(d.token_logprobs, d.top_logprobs)} if logprobs else None
                     yield chunk([{"index": i, "delta": {"content": d.text}, "logprobs": lp, "finish_reason": None}])
             if include_usage:
-                yield chunk([], usage=_usage(streams))
+                yield chunk([], usage=usage(streams))
         except APIError as e:
             yield sse_event(e.body())
         finally:
             for s in streams:
                 s.cancel()
         yield SSE_DONE
-
-    def _chat_logprobs(self, token_logprobs: list[tuple], top_logprobs: list[list[tuple]]) -> list[dict]:
-        out = []
-        for j, (lp, tid, *_) in enumerate(token_logprobs):
-            entry = self._token_entry(tid, lp)
-            alts = top_logprobs[j] if j < len(top_logprobs) and top_logprobs[j] else []
-            entry["top_logprobs"] = [self._token_entry(t, l) for l, t, *_ in alts]
-            out.append(entry)
-        return out
-
-    def _token_entry(self, token_id: int, logprob: float | None) -> dict:
-        raw = self.info.token_bytes(token_id)
-        return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
 
     # --- completions ------------------------------------------------------------------------------------------
     async def completions(self, req: CompletionRequest, request: Request) -> Response:
@@ -150,7 +139,7 @@ class OpenAIServing:
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return SSEResponse(self._completion_events(streams, rid, created, want_lp, include_usage))
-        results = await _collect(streams, request)
+        results = await collect(streams, request)
         choices = []
         for i, s in enumerate(results):
             prefix = self.info.tokenizer.decode(calls[i].input_ids) if req.echo else ""
@@ -161,11 +150,11 @@ class OpenAIServing:
                 if req.echo:
                     pairs = list(s.acc.meta_info.get("input_token_logprobs") or []) + pairs
                     tops = list(s.acc.meta_info.get("input_top_logprobs") or []) + tops
-                lp = self._completion_logprobs(pairs, tops, len(prefix) if not req.echo else 0)
-            choices.append({"index": i, "text": prefix + s.acc.text, "logprobs": lp, "finish_reason": _finish(s),
-                            "matched_stop": _matched(s)})
+                lp = self.logprobs.completion(pairs, tops, len(prefix) if not req.echo else 0)
+            choices.append({"index": i, "text": prefix + s.acc.text, "logprobs": lp, "finish_reason": finish_reason(s),
+                            "matched_stop": matched_stop(s)})
         return _json({"id": rid, "object": "text_completion", "created": created, "model": self.info.name,
-                      "choices": choices, "usage": _usage(results, per_prompt=req.n)})
+                      "choices": choices, "usage": usage(results, per_prompt=req.n)})
 
     async def _completion_events(self, streams: list[RequestStream], rid: str, created: int, want_lp: bool,
                                  include_usage: bool) -> AsyncIterator[bytes]:
@@ -176,34 +165,20 @@ class OpenAIServing:
         try:
             async for i, d in merge_deltas(streams):
                 if d is None:
-                    yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": _finish(streams[i]),
-                                  "matched_stop": _matched(streams[i])}])
+                    yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": finish_reason(streams[i]),
+                                  "matched_stop": matched_stop(streams[i])}])
                 elif d.text or (want_lp and d.token_logprobs):
-                    lp = self._completion_logprobs(d.token_logprobs, d.top_logprobs, offsets[i]) if want_lp else None
+                    lp = self.logprobs.completion(d.token_logprobs, d.top_logprobs, offsets[i]) if want_lp else None
                     offsets[i] += len(d.text)
                     yield chunk([{"index": i, "text": d.text, "logprobs": lp, "finish_reason": None}])
             if include_usage:
-                yield chunk([], usage=_usage(streams))
+                yield chunk([], usage=usage(streams))
         except APIError as e:
             yield sse_event(e.body())
         finally:
             for s in streams:
                 s.cancel()
         yield SSE_DONE
-
-    def _completion_logprobs(self, pairs: list[tuple], tops: list[list[tuple]], offset: int) -> dict:
-        tokens, token_logprobs, top_logprobs, text_offset = [], [], [], []
-        for j, (lp, tid, *_) in enumerate(pairs):
-            tok = self.info.token_bytes(tid).decode("utf-8", errors="replace")
-            tokens.append(tok)
-            token_logprobs.append(lp)
-            alts = tops[j] if j < len(tops) and tops[j] else []
-            top_logprobs.append({self.info.token_bytes(t).decode("utf-8", errors="replace"): l for l, t, *_ in alts}
-                                if alts else None)
-            text_offset.append(offset)
-            offset += len(tok)
-        return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
-                "text_offset": text_offset}
 
     # --- shared -----------------------------------------------------------------------------------------------
     async def _encode(self, text: str, param: str) -> list[int]:
@@ -251,7 +226,7 @@ class OpenAIServing:
         if req.min_tokens is not None:
             params["min_new_tokens"] = req.min_tokens
         sources = [k for k in ("regex", "json_schema", "ebnf") if getattr(req, k) is not None]
-        schema = _response_format_schema(req.response_format)
+        schema = response_format_schema(req.response_format)
         if schema is not None:
             sources.append("response_format")
         if len(sources) > 1:
@@ -285,64 +260,7 @@ class OpenAIServing:
         return calls
 
 
-def _response_format_schema(fmt: ResponseFormat | None) -> str | None:
-    if fmt is None or fmt.type == "text":
-        return None
-    if fmt.type == "json_object":
-        return json.dumps({"type": "object"})
-    if fmt.json_schema is None or fmt.json_schema.schema_ is None:
-        raise bad_request("response_format of type 'json_schema' needs json_schema.schema",
-                          param="response_format.json_schema")
-    return json.dumps(fmt.json_schema.schema_)
-
-
-async def _collect(streams: list[RequestStream], request: Request) -> list[RequestStream]:
-    """Waits for every stream to finish; aborts them all if the client disconnects first."""
-    async def run() -> None:
-        await asyncio.gather(*(s.result() for s in streams))
-
-    work = asyncio.ensure_future(run())
-    watch = asyncio.ensure_future(_wait_disconnect(request))
-    try:
-        await asyncio.wait([work, watch], return_when=asyncio.FIRST_COMPLETED)
-        if not work.done():
-            raise APIError(499, "client disconnected", code="client_closed_request")
-        work.result()
-        return streams
-    finally:
-        watch.cancel()
-        if not work.done():
-            work.cancel()
-            for s in streams:
-                s.cancel()
-
-
-async def _wait_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return
-
-
-def _finish(s: RequestStream) -> str | None:
-    return s.acc.finish_type
-
-
-def _matched(s: RequestStream) -> Any:
-    reason = s.acc.meta_info.get("finish_reason")
-    return reason.get("matched") if isinstance(reason, dict) else None
-
-
-def _usage(streams: list[RequestStream], per_prompt: int | None = None) -> dict[str, Any]:
-    """OpenAI counts a prompt once however many choices it has."""
-    per_prompt = per_prompt or len(streams)
-    prompt = sum(int(s.acc.meta_info.get("prompt_tokens") or 0) for s in streams[::per_prompt])
-    completion = sum(int(s.acc.meta_info.get("completion_tokens") or len(s.acc.output_ids)) for s in streams)
-    cached = sum(int(s.acc.meta_info.get("cached_tokens") or 0) for s in streams[::per_prompt])
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
-            "prompt_tokens_details": {"cached_tokens": cached}}
 
 
 def _json(body: dict) -> Response:
     return Response(dumps(body), media_type="application/json")
-

@@ -1,0 +1,75 @@
+"""OpenAI response pieces built from engine results: logprobs in the chat and the legacy completions shapes,
+usage counts, finish reasons, and the JSON schema a `response_format` asks for."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .engine_client import RequestStream
+from .errors import bad_request
+from .model_info import ModelInfo
+from .protocol import ResponseFormat
+
+
+class LogprobFormatter:
+    """Engine logprob tuples `(logprob, token_id, ...)` -> OpenAI's logprobs objects."""
+
+    def __init__(self, info: ModelInfo):
+        self.info = info
+
+    def chat(self, token_logprobs: list[tuple], top_logprobs: list[list[tuple]]) -> list[dict]:
+        out = []
+        for j, (lp, tid, *_) in enumerate(token_logprobs):
+            entry = self._entry(tid, lp)
+            alts = top_logprobs[j] if j < len(top_logprobs) and top_logprobs[j] else []
+            entry["top_logprobs"] = [self._entry(t, l) for l, t, *_ in alts]
+            out.append(entry)
+        return out
+
+    def _entry(self, token_id: int, logprob: float | None) -> dict:
+        raw = self.info.token_bytes(token_id)
+        return {"token": raw.decode("utf-8", errors="replace"), "logprob": logprob, "bytes": list(raw)}
+
+    def completion(self, pairs: list[tuple], tops: list[list[tuple]], offset: int) -> dict:
+        tokens, token_logprobs, top_logprobs, text_offset = [], [], [], []
+        for j, (lp, tid, *_) in enumerate(pairs):
+            tok = self.info.token_bytes(tid).decode("utf-8", errors="replace")
+            tokens.append(tok)
+            token_logprobs.append(lp)
+            alts = tops[j] if j < len(tops) and tops[j] else []
+            top_logprobs.append({self.info.token_bytes(t).decode("utf-8", errors="replace"): l for l, t, *_ in alts}
+                                if alts else None)
+            text_offset.append(offset)
+            offset += len(tok)
+        return {"tokens": tokens, "token_logprobs": token_logprobs, "top_logprobs": top_logprobs,
+                "text_offset": text_offset}
+
+
+def response_format_schema(fmt: ResponseFormat | None) -> str | None:
+    if fmt is None or fmt.type == "text":
+        return None
+    if fmt.type == "json_object":
+        return json.dumps({"type": "object"})
+    if fmt.json_schema is None or fmt.json_schema.schema_ is None:
+        raise bad_request("response_format of type 'json_schema' needs json_schema.schema",
+                          param="response_format.json_schema")
+    return json.dumps(fmt.json_schema.schema_)
+
+
+def finish_reason(s: RequestStream) -> str | None:
+    return s.acc.finish_type
+
+
+def matched_stop(s: RequestStream) -> Any:
+    reason = s.acc.meta_info.get("finish_reason")
+    return reason.get("matched") if isinstance(reason, dict) else None
+
+
+def usage(streams: list[RequestStream], per_prompt: int | None = None) -> dict[str, Any]:
+    """OpenAI counts a prompt once however many choices it has."""
+    per_prompt = per_prompt or len(streams)
+    prompt = sum(int(s.acc.meta_info.get("prompt_tokens") or 0) for s in streams[::per_prompt])
+    completion = sum(int(s.acc.meta_info.get("completion_tokens") or len(s.acc.output_ids)) for s in streams)
+    cached = sum(int(s.acc.meta_info.get("cached_tokens") or 0) for s in streams[::per_prompt])
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": cached}}

@@ -156,11 +156,25 @@ class RequestStream:
                 raise _to_api_error(item, self.call)
             yield self._record(self.acc.add(item))
             item = await self._queue.get()
+        failure = self.failure()
+        if failure is not None:
+            raise failure
 
     async def result(self) -> dict[str, Any]:
         async for _ in self.deltas():
             pass
         return self.acc.result()
+
+    def failure(self) -> APIError | None:
+        """An error when the engine aborted the request on its own (internal error, shutdown): a client must
+        not mistake the partial output for a finished response."""
+        reason = self.acc.meta_info.get("finish_reason")
+        if self._abort_wanted or not isinstance(reason, dict) or reason.get("type") != "abort":
+            return None
+        message = reason.get("message") or "the engine aborted the request"
+        if "shut down" in message:
+            return APIError(503, f"server is shutting down: {message}", code="shutting_down")
+        return APIError(500, f"generation failed: {message}", code="internal_error")
 
     def cancel(self) -> None:
         """Abort the request (idempotent). Safe from a finally block of a cancelled task."""

@@ -84,3 +84,24 @@ def test_health_answers_while_streaming(server, http):
         assert http.get("/health").status_code == 200
         assert http.get("/metrics").status_code == 200
         assert time.perf_counter() - t0 < 2.0
+
+
+def test_engine_side_abort_is_an_error(http, engine_and_info, monkeypatch):
+    """A request the engine aborts on its own (not the client) must not look like a finished response."""
+    from sglite.server.engine_client import Accumulated
+
+    real_add = Accumulated.add
+
+    def add(self, chunk):
+        meta = chunk.get("meta_info") or {}
+        if meta.get("finish_reason"):
+            chunk = {**chunk, "meta_info": {**meta, "finish_reason": {"type": "abort", "matched": None,
+                                                                      "message": "internal error: boom"}}}
+        return real_add(self, chunk)
+    monkeypatch.setattr(Accumulated, "add", add)
+    r = http.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 2}})
+    assert r.status_code == 500 and "boom" in r.json()["error"]["message"]
+    with http.stream("POST", "/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 2},
+                                                "stream": True}) as s:
+        events = [ln for ln in s.iter_lines() if ln.startswith("data: ")]
+    assert "boom" in events[-2] and events[-1] == "data: [DONE]"

@@ -267,6 +267,8 @@ def _to_api_error(err: BaseException, call: GenerateCall) -> APIError:
         return from_value_error(err, prompt_param=call.prompt_param, constraint=call.constraint)
     if isinstance(err, TypeError):
         return APIError(400, str(err), code="invalid_type")
+    if isinstance(err, RuntimeError) and "shut down" in str(err):
+        return APIError(503, f"server is shutting down: {err}", code="shutting_down")
     return APIError(500, f"internal error: {type(err).__name__}: {err}", code="internal_error")
 
 

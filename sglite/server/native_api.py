@@ -59,10 +59,17 @@ def generate_calls(req: GenerateRequest, vocab_size: int) -> tuple[list[Generate
     calls = []
     for i, prompt in enumerate(prompts):
         text_kw = {"text": prompt} if req.text is not None else {"input_ids": list(prompt)}
-        calls.append(GenerateCall(sampling_params=dict(params[i] or {}), return_logprob=bool(lps[i]),
-                                  logprob_start_len=starts[i], top_logprobs_num=int(tops[i] or 0),
-                                  engine_stream=req.stream or not lps[i], prompt_param=next(iter(text_kw)),
-                                  **text_kw))
+        p = dict(params[i] or {})
+        samples = p.pop("n", 1)
+        if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+            raise bad_request(f"sampling_params['n'] must be an int >= 1, got {samples!r}", param="n")
+        batch = batch or samples > 1  # n samples come back as a list, prompt-major
+        for j in range(samples):  # one engine request each; seed + j keeps them distinct and reproducible
+            pj = {**p, "seed": p["seed"] + j} if p.get("seed") is not None and j else p
+            calls.append(GenerateCall(sampling_params=pj, return_logprob=bool(lps[i]),
+                                      logprob_start_len=starts[i], top_logprobs_num=int(tops[i] or 0),
+                                      engine_stream=req.stream or not lps[i], prompt_param=next(iter(text_kw)),
+                                      **text_kw))
     return calls, batch
 
 

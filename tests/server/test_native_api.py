@@ -105,3 +105,12 @@ def test_engine_side_abort_is_an_error(http, engine_and_info, monkeypatch):
                                                 "stream": True}) as s:
         events = [ln for ln in s.iter_lines() if ln.startswith("data: ")]
     assert "boom" in events[-2] and events[-1] == "data: [DONE]"
+
+
+def test_generate_n_samples(http):
+    body = {"text": "Hi", "sampling_params": {"max_new_tokens": 4, "temperature": 1.0, "seed": 5, "n": 3}}
+    outs = http.post("/generate", json=body).json()
+    assert isinstance(outs, list) and len(outs) == 3
+    again = http.post("/generate", json=body).json()
+    assert [o["text"] for o in outs] == [o["text"] for o in again]
+    assert http.post("/generate", json={"text": "Hi", "sampling_params": {"n": 0}}).status_code == 400

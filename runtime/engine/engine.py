@@ -255,15 +255,15 @@ class Engine:
     def _abort_all(self, message: str = "engine shut down") -> None:
         """Finishes every queued and running request with reason abort. After an internal error (message given
         by _step) the KV state is rebuilt from scratch, since a failed step may have left it half-updated."""
-        reqs = list(self.scheduler.waiting) + list(self.scheduler.running)
-        reqs += [self.scheduler.chunked] if self.scheduler.chunked else []
+        reqs = list(self._handles)  # every request not yet delivered, wherever a failed step left it
         if message.startswith("internal error"):
             self.kv.reset()
         for r in reqs:
             if r.status is ReqStatus.RUNNING and r in self.kv.running:
                 self.kv.release(r)
             r.status = ReqStatus.FINISHED
-            r.finish_reason = FinishReason("abort", message=message)
+            if not r.finished or message.startswith("internal error"):
+                r.finish_reason = FinishReason("abort", message=message)
         self.scheduler.waiting.clear()
         self.scheduler.running.clear()
         self.scheduler.chunked = None

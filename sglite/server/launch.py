@@ -24,6 +24,7 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--device", "device", str, "'cpu' or 'cuda' (default: the engine's choice)"),
     ("--seed", "seed", int, "random seed of the engine"),
     ("--max-context", "max_context", int, "serve a shorter context than the model's"),
+    ("--json-whitespace", "json_whitespace", str, "JSON-schema outputs: 'compact' or 'any' whitespace"),
 )
 # switches: (flag, EngineConfig field, value the flag sets, help)
 ENGINE_FLAGS: tuple[tuple[str, str, bool, str], ...] = (

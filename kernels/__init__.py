@@ -1,0 +1,10 @@
+"""Triton kernels, each beside its torch reference of the same signature (see docs/DESIGN.md).
+
+    decode_attention   paged decode attention, GQA, split-KV flash-decoding
+    extend_attention   new tokens over their cached prefix + causally among themselves
+    kv_store           write new K/V into the paged pool
+    token_mask         apply a packed [B, ceil(V/32)] int32 token bitmask to logits
+
+Import the submodules directly. Triton is imported only when a kernel is first used, so the torch references
+work without it; TRITON_INTERPRET=1 must be set before that first use to run the kernels on the CPU.
+"""

@@ -15,13 +15,21 @@ import torch
 _LOGIT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
-def _check(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+def _check(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None) -> None:
     if logits.dim() != 2 or bitmask.dim() != 2:
         raise ValueError(f"apply_token_bitmask wants logits [B, V] and bitmask [B, ceil(V/32)], got "
                          f"{tuple(logits.shape)} and {tuple(bitmask.shape)}; use .view(-1, V) for extra dims")
-    if logits.shape[0] != bitmask.shape[0]:
+    if indices is not None:
+        if indices.dim() != 1 or indices.shape[0] != bitmask.shape[0] or indices.dtype not in (torch.int32,
+                                                                                                torch.int64):
+            raise ValueError(f"indices must be [{bitmask.shape[0]}] int32/int64 (one logits row per bitmask row),"
+                             f" got {indices.dtype} {tuple(indices.shape)}")
+        if indices.device != logits.device:
+            raise ValueError(f"indices on {indices.device}, logits on {logits.device}; use indices.to(logits.device)")
+    elif logits.shape[0] != bitmask.shape[0]:
         raise ValueError(f"logits has {logits.shape[0]} rows but bitmask has {bitmask.shape[0]}; pass "
-                         f"bitmask[:B] or one bitmask row per logits row (all -1 words = no constraint)")
+                         f"indices= (the logits row of each bitmask row), or one bitmask row per logits row "
+                         f"(all -1 words = no constraint)")
     words = (logits.shape[1] + 31) // 32
     if bitmask.shape[1] < words:
         raise ValueError(f"bitmask has {bitmask.shape[1]} words per row, vocab {logits.shape[1]} needs "
@@ -36,9 +44,16 @@ def _check(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
                          f"bitmask.to(logits.device, non_blocking=True)")
 
 
-def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
-    """Reference and CPU path. Mutates `logits`: disallowed tokens become -inf. Vectorised, no Python loops."""
-    _check(logits, bitmask)
+def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
+                              indices: torch.Tensor | None = None) -> None:
+    """Reference and CPU path. Mutates `logits`: disallowed tokens become -inf. Vectorised, no Python loops.
+    `indices` [R]: bitmask row r applies to logits row indices[r] (other rows untouched); None: row r to row r."""
+    _check(logits, bitmask, indices)
+    if indices is not None:
+        rows = logits[indices]
+        apply_token_bitmask_torch(rows, bitmask)
+        logits[indices] = rows
+        return
     B, V = logits.shape
     # byte k of little-endian word w holds tokens 32w + 8k .. 32w + 8k + 7; a [256, 8] table unpacks a byte
     byte_bits = (torch.arange(256, device=bitmask.device)[:, None] >> torch.arange(8, device=bitmask.device)) & 1
@@ -54,40 +69,48 @@ def _kernel():
     import triton.language as tl
 
     @triton.jit
-    def token_bitmask_kernel(logits_ptr, mask_ptr, V, logits_row_stride, mask_row_stride,
-                             BLOCK: tl.constexpr):
-        # grid: (B, cdiv(V, BLOCK)); one program masks BLOCK vocab entries of one row
+    def token_bitmask_kernel(logits_ptr, mask_ptr, indices_ptr, V, logits_row_stride, mask_row_stride,
+                             HAS_INDICES: tl.constexpr, BLOCK: tl.constexpr):
+        # grid: (R, cdiv(V, BLOCK)); one program masks BLOCK vocab entries of one row
         row = tl.program_id(0)
+        logits_row = row.to(tl.int64)
+        if HAS_INDICES:
+            logits_row = tl.load(indices_ptr + row).to(tl.int64)
         offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
         in_vocab = offs < V
         words = tl.load(mask_ptr + row * mask_row_stride + offs // 32, mask=in_vocab, other=-1)
         bit = (words >> (offs % 32)) & 1
         # store only the forbidden entries: a lightly constrained row costs reads of the mask alone
-        tl.store(logits_ptr + row * logits_row_stride + offs, float("-inf"), mask=in_vocab & (bit == 0))
+        tl.store(logits_ptr + logits_row * logits_row_stride + offs, float("-inf"), mask=in_vocab & (bit == 0))
 
     return token_bitmask_kernel
 
 
-def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
+def apply_token_bitmask_triton(logits: torch.Tensor, bitmask: torch.Tensor,
+                               indices: torch.Tensor | None = None) -> None:
     """Triton kernel. Same contract as the reference; rows may be strided, the vocab dim must be contiguous."""
-    _check(logits, bitmask)
+    _check(logits, bitmask, indices)
     if logits.stride(1) != 1 or bitmask.stride(1) != 1:
         raise ValueError("apply_token_bitmask_triton needs a contiguous last dim in logits and bitmask; "
                          "call .contiguous() (and copy the result back into your logits)")
-    B, V = logits.shape
-    if B == 0 or V == 0:
+    R, V = bitmask.shape[0], logits.shape[1]
+    if R == 0 or V == 0:
         return
+    if indices is not None and not indices.is_contiguous():
+        indices = indices.contiguous()
     block = 4096
-    _kernel()[(B, (V + block - 1) // block)](logits, bitmask, V, logits.stride(0), bitmask.stride(0),
+    _kernel()[(R, (V + block - 1) // block)](logits, bitmask, indices if indices is not None else bitmask, V,
+                                             logits.stride(0), bitmask.stride(0), HAS_INDICES=indices is not None,
                                              BLOCK=block)
 
 
-def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
-    """In place: logits[b, t] = -inf where bit t of bitmask[b] is not set. Triton on CUDA, torch elsewhere."""
+def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | None = None) -> None:
+    """In place: logits[b, t] = -inf where bit t of bitmask[b] is not set (with `indices`, logits row
+    indices[b]). Triton on CUDA, torch elsewhere."""
     if logits.is_cuda:
-        apply_token_bitmask_triton(logits, bitmask)
+        apply_token_bitmask_triton(logits, bitmask, indices)
     else:
-        apply_token_bitmask_torch(logits, bitmask)
+        apply_token_bitmask_torch(logits, bitmask, indices)
 
 
 def allocate_token_bitmask(batch_size: int, vocab_size: int, device: str | torch.device = "cpu") -> torch.Tensor:

@@ -47,7 +47,7 @@ def test_all_allowed_mask_changes_nothing():
 @pytest.mark.parametrize("bad,match", [
     (dict(bitmask=torch.zeros(2, 3, dtype=torch.int64)), "int32"),
     (dict(bitmask=torch.zeros(2, 2, dtype=torch.int32)), "ceil"),
-    (dict(bitmask=torch.zeros(3, 3, dtype=torch.int32)), "rows"),
+    (dict(bitmask=torch.zeros(3, 3, dtype=torch.int32)), "indices="),
     (dict(logits=torch.zeros(2, 70, dtype=torch.int32)), "float"),
     (dict(logits=torch.zeros(140)), r"\[B, V\]"),
 ])
@@ -83,3 +83,19 @@ def test_triton_row_strided_logits(device):
 def test_triton_rejects_strided_vocab():
     with pytest.raises(ValueError, match="contiguous"):
         apply_token_bitmask_triton(torch.zeros(2, 140)[:, ::2], torch.zeros(2, 3, dtype=torch.int32))
+
+
+def test_indices_select_logits_rows(device):
+    g = torch.Generator().manual_seed(3)
+    logits = torch.randn(5, 70, generator=g)
+    bitmask = torch.randint(-2**31, 2**31 - 1, (2, 3), generator=g, dtype=torch.int32)
+    indices = torch.tensor([4, 1])
+    ref = logits.clone()
+    sub = ref[indices]
+    apply_token_bitmask_torch(sub, bitmask)
+    ref[indices] = sub
+    for fn in (apply_token_bitmask_torch, apply_token_bitmask_triton):
+        out = logits.to(device)
+        fn(out, bitmask.to(device), indices.to(device))
+        assert torch.equal(out.cpu(), ref)
+    assert torch.equal(ref[[0, 2, 3]], logits[[0, 2, 3]])

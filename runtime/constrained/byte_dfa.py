@@ -38,6 +38,7 @@ class ByteDFA:
         walk[walk < 0] = dead
         self.walk_table = walk                # [n + 1, 256], row n = dead sink
         self.walk_accepting = np.concatenate([accepting, [False]])
+        self.walk_boundary = np.concatenate([boundary, [False]])
         h = hashlib.blake2b(table.tobytes(), digest_size=16)
         h.update(accepting.tobytes())
         h.update(np.int64(start).tobytes())
@@ -164,6 +165,12 @@ class _Lowering:
     # --- UTF-8 -----------------------------------------------------------------------------------------------
     def _utf8_leads(self, state: int, segs: list[tuple[int, int, int]]) -> None:
         row = self.rows[state]
+        key = ("leads", tuple(segs))
+        hit = self.memo.get(key)
+        if hit is not None:
+            for lead, t in hit:
+                row[lead] = t
+            return
         for lead in range(0xC2, 0xF5):
             if lead < 0xE0:
                 k, base = 1, (lead - 0xC0) << 6
@@ -176,6 +183,7 @@ class _Lowering:
             sub = _clip(segs, lo, hi)
             if sub:
                 row[lead] = self._radix(sub, base, k, 64, 0x80, None)
+        self.memo[key] = [(lead, row[lead]) for lead in range(0xC2, 0xF5) if row[lead] >= 0]
 
     def _radix(self, segs, base: int, k: int, radix: int, byte0: int, digits) -> int:
         """State consuming k more digits (UTF-8 continuation bytes, or hex digits when `digits` is given)
@@ -201,11 +209,16 @@ class _Lowering:
 
     # --- JSON escapes ----------------------------------------------------------------------------------------
     def _escapes(self, state: int, q: int, segs: list[tuple[int, int, int]]) -> None:
-        esc = self.new()
-        self.rows[state][0x5C] = esc
         if self.canonical:   # printable ASCII except '"' and '\\' is written as itself
             segs = [s for s in _clip(segs, 0, 0x1F) + _clip(segs, 0x22, 0x22) + _clip(segs, 0x5C, 0x5C) +
                     _clip(segs, 0x7F, 0x10FFFF)]
+        key = ("esc", tuple(segs))
+        esc = self.memo.get(key)
+        if esc is not None:        # same escape targets as another state: share its sub-automaton
+            self.rows[state][0x5C] = esc
+            return
+        esc = self.memo[key] = self.new()
+        self.rows[state][0x5C] = esc
         for byte, cp in _ESCAPES.items():
             t = _lookup(segs, cp)
             if t >= 0:

@@ -47,6 +47,7 @@ class Grammar:
         else:
             self.initial = ((("E",), ("V", root)),)
         self._masks: dict[Stack, tuple[np.ndarray, np.ndarray]] = {}
+        self._next: dict[Stack, frozenset] = {}
         self._lock = threading.Lock()
         self.vocab_size = index.vocab_size
         self.words = (index.vocab_size + 31) // 32
@@ -94,11 +95,8 @@ class Grammar:
             if ns >= 0:
                 return [rest + (("K", top[1], top[2], top[3], ns),)]
             if dfa.accepting_list[s]:
-                label = dfa.labels[s]
-                seen = top[2] if label is EXTRA else top[2] | {label}
-                vnode = node.additional if label is EXTRA else node.props[label]
-                obj = ("O", top[1], 1, seen, top[3] + 1, vnode)
-                return self.step(rest[:-1] + (obj,), b)
+                below = self._finish(stack, s)
+                return self.step(below, b) if below is not None else []
             return []
         if k == "V":
             if b in self.ws:
@@ -220,7 +218,19 @@ class Grammar:
         return (named, extra)
 
     def key_dfa(self, nid: int, seen: frozenset, nk: int) -> ByteDFA:
+        """DFA for the next property name. When other names are allowed it is one DFA per object (every name
+        leads somewhere: a used name can still grow into another name), and `_finish` rejects used names;
+        otherwise only the names still allowed, so the model cannot start a name it cannot finish."""
         node = self.nodes[nid]
+        shared = node.additional is not None and self.sat[node.additional] and node.max_props is None
+        if shared:
+            key = "shared"
+            dfa = node.key_dfas.get(key)
+            if dfa is None:
+                fsm = literal_trie({n: n for n in node.props}, EXTRA)
+                dfa = ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.whitespace == "compact")
+                node.key_dfas[key] = dfa
+            return dfa
         key = (seen, nk if node.min_props or node.max_props is not None else 0)
         dfa = node.key_dfas.get(key)
         if dfa is None:
@@ -256,28 +266,38 @@ class Grammar:
         if top[0] in ("L", "K"):
             if top[0] == "L":
                 node = self.nodes[top[1]]
-                dfa, s = node.dfa, top[2]
+                dfa, s, c = node.dfa, top[2], top[3]
+                counted = node.counted
             else:
-                node = None
+                node, counted, c = None, False, 0
                 dfa, s = self.key_dfa(top[1], top[2], top[3]), top[4]
-            inside, leaving = idx.classify(dfa, s)
+            inside, inc, leaving = idx.classify(dfa, s)
             mask = inside.copy()
-            check = [leaving]
-            if node is not None and node.counted:
-                if not dfa.boundary_list[s]:
-                    # inside an escape or a multi-byte character: counts are not per byte, check exactly
-                    check.append(np.nonzero(mask)[0])
-                    mask[:] = False
-                else:
-                    fine = idx.plain if node.max_chars is None else \
-                        idx.plain & (idx.nchars + top[3] <= node.max_chars)
-                    check.append(np.nonzero(mask & ~idx.plain)[0])
-                    mask &= fine
+            if counted and node.max_chars is not None:
+                mask &= inc <= node.max_chars - c
+            if dfa.accepting_list[s]:
+                # the lexeme may end right here: every token allowed after it is allowed now
+                below = self._finish(stack, s)
+                if below is not None:
+                    mask |= self.stack_mask(below)[0]
             tb = idx.token_bytes
-            for arr in check:
-                for t in arr.tolist():
-                    if self.run((stack,), tb[t]):
+            memo: dict = {}
+            for t, ends in leaving:
+                for p, a, dc in ends:
+                    if p == 0:
+                        continue
+                    if counted:
+                        c2 = c + dc
+                        if c2 < node.min_chars or (node.max_chars is not None and c2 > node.max_chars):
+                            continue
+                    key = (a, tb[t][p:])
+                    ok = memo.get(key)
+                    if ok is None:
+                        below = self._finish(stack, a)
+                        ok = memo[key] = below is not None and bool(self.run((below,), key[1]))
+                    if ok:
                         mask[t] = True
+                        break
         else:
             mask = np.zeros(idx.vocab_size, bool)
             allowed = self._walk_trie(stack)
@@ -290,13 +310,44 @@ class Grammar:
             self._masks[stack] = (mask, packed)
         return mask, packed
 
+    def _finish(self, stack: Stack, s: int) -> Stack | None:
+        """The stack after the top lexeme (in accepting DFA state s) ends; None if that name is not allowed
+        here (a shared key DFA also knows names already used)."""
+        top = stack[-1]
+        if top[0] == "L":
+            return stack[:-1]
+        node = self.nodes[top[1]]
+        label = self.key_dfa(top[1], top[2], top[3]).labels[s]
+        seen, nk = top[2], top[3]
+        if label is EXTRA:
+            vnode = node.additional
+        else:
+            if label in seen:
+                return None
+            choices = self._key_choices(node, seen, nk)
+            if choices is None or label not in choices[0]:
+                return None
+            seen = seen | {label}
+            vnode = node.props[label]
+        return stack[:-2] + (("O", top[1], 1, seen, nk + 1, vnode),)
+
     def _walk_trie(self, stack: Stack) -> list[int]:
+        """Tokens allowed from a structural position: depth-first over the vocabulary trie; where every live
+        stack is structural, only children whose byte can come next are visited."""
         children, ends = self.index.children, self.index.ends
         allowed: list[int] = []
         todo = [(0, [stack])]
         while todo:
             node, stacks = todo.pop()
-            for b, child in children[node].items():
+            kids = children[node]
+            if all(st[-1][0] not in ("L", "K") for st in stacks):
+                nb: set[int] = set()
+                for st in stacks:
+                    nb |= self.next_bytes(st)
+                items = [(b, kids[b]) for b in nb if b in kids]
+            else:
+                items = kids.items()
+            for b, child in items:
                 nxt = self.run(stacks, bytes((b,)))
                 if nxt:
                     allowed.extend(ends[child])
@@ -305,8 +356,14 @@ class Grammar:
         return allowed
 
     def next_bytes(self, stack: Stack) -> set[int]:
-        """Bytes that may come next from `stack` (exact: each candidate is checked with `step`)."""
-        return {b for b in self._candidates(stack) if self.step(stack, b)}
+        """Bytes that may come next from `stack` (exact: each candidate is checked with `step`). Cached."""
+        hit = self._next.get(stack)
+        if hit is None:
+            hit = frozenset(b for b in self._candidates(stack) if self.step(stack, b))
+            if len(self._next) > _MASK_CACHE_LIMIT:
+                self._next.clear()
+            self._next[stack] = hit
+        return hit
 
     def _candidates(self, stack: Stack) -> set[int]:
         top = stack[-1]

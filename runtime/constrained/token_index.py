@@ -84,20 +84,25 @@ class TokenIndex:
         self.is_text = np.zeros(self.vocab_size, bool)
         self.is_text[self.text_tokens] = True
 
-    def classify(self, dfa: ByteDFA, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """(inside [vocab] bool, leaving [k] int64): tokens the lexeme DFA consumes entirely from `state`
-        without dying, and tokens (not in `inside`) before some byte of which the DFA is accepting, so that
-        the lexeme may end there and the rest of the token belongs to what follows."""
+    def classify(self, dfa: ByteDFA, state: int):
+        """Walk a lexeme DFA over the whole vocabulary from `state`. Returns (inside, inc, leaving):
+        inside [vocab] bool: the DFA consumes the whole token and stays alive;
+        inc [vocab] int32: characters started along the token (bytes leaving a boundary state, other than the
+            closing quote), for counted strings;
+        leaving: list of (token, ends) for tokens not inside, before some byte p of which the DFA is accepting
+            (the lexeme may end there); ends = [(p, accepting state, inc up to p)].
+        Cached per (dfa.key, state), so equal DFAs in different grammars share the work."""
         key = (dfa.key, state)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         table, acc = dfa.walk_table, dfa.walk_accepting
+        bnd = dfa.walk_boundary
         dead = dfa.num_states
         st = np.empty(self.num_nodes, np.int32)
         anc = np.zeros(self.num_nodes, bool)              # DFA accepting before some byte of this prefix
+        inc = np.zeros(self.num_nodes, np.int32)
         st[0] = state
-        anc[0] = False
         for lo, hi, ppos, b in self.levels:
             ps = st[ppos]
             alive = (ps != dead) | anc[ppos]
@@ -106,10 +111,36 @@ class TokenIndex:
                 break
             st[lo:hi] = table[ps, b]
             anc[lo:hi] = anc[ppos] | acc[ps]
+            inc[lo:hi] = inc[ppos] + (bnd[ps] & (b != 0x22))
         tok_state = st[self.token_pos]
         inside = (tok_state != dead) & self.is_text
-        leaving = np.nonzero(anc[self.token_pos] & ~inside & self.is_text)[0]
-        out = (inside, leaving)
+        tok_inc = inc[self.token_pos]
+        # tokens the lexeme can leave before their first byte are the caller's business (mask of the stack
+        # below); list only those that leave after consuming part of the token
+        if acc[state]:
+            anc[:] = False
+            for lo, hi, ppos, b in self.levels:
+                ps = st[ppos]
+                if not ((ps != dead) | anc[ppos]).any():
+                    break
+                anc[lo:hi] = anc[ppos] | (acc[ps] & (ppos != 0))
+        leaving_ids = np.nonzero(anc[self.token_pos] & ~inside & self.is_text)[0]
+        rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        leaving = []
+        for t in leaving_ids.tolist():
+            data = self.token_bytes[t]
+            s, c, ends = state, 0, []
+            for p, byte in enumerate(data):
+                if accl[s] and p > 0:
+                    ends.append((p, s, c))
+                ns = rows[s][byte]
+                if ns < 0:
+                    break
+                if bl[s] and byte != 0x22:
+                    c += 1
+                s = ns
+            leaving.append((t, ends))
+        out = (inside, tok_inc, leaving)
         with self._lock:
             if len(self._cache) > 50_000:
                 self._cache.clear()

@@ -1,7 +1,7 @@
 """Load test of the HTTP server (loopback only, bounded): N concurrent streaming chat requests with mixed prompt
-and output lengths, some abandoned mid-stream by their client. Checks: no 5xx, every request that was read to
-the end is complete (a finish_reason, `data: [DONE]`, usage matching the chunks), and afterwards the engine is
-idle and the KV pool is back to its idle size (nothing leaked). Prints requests/s and TTFT percentiles.
+and output lengths, some abandoned mid-stream by their client, a few invalid (they must get a 400). Checks: no
+5xx, every request read to the end is complete (a finish_reason, `data: [DONE]`, usage in bounds), and afterwards
+the engine is idle and the KV pool is back to its idle size (nothing leaked). Prints requests/s and TTFT percentiles.
 
     python bench/serve_load.py                      # starts `sglite serve --tiny` on a free loopback port
     python bench/serve_load.py --model PATH         # the real model (default: SmolLM2-135M-Instruct)
@@ -38,6 +38,7 @@ class Outcome:
     ttft: float | None = None
     latency: float = 0.0
     aborted: bool = False          # the client hung up on purpose
+    bad: bool = False              # an invalid request (complete = it got its 400)
     complete: bool = False         # finish_reason + [DONE] + usage consistent
     tokens: int = 0
     error: str = ""
@@ -57,11 +58,15 @@ class LoadReport:
 
     @property
     def finished(self) -> list[Outcome]:
-        return [o for o in self.outcomes if not o.aborted]
+        return [o for o in self.outcomes if not o.aborted and not o.bad]
+
+    @property
+    def bad(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.bad]
 
     @property
     def incomplete(self) -> list[Outcome]:
-        return [o for o in self.finished if not o.complete]
+        return [o for o in self.finished + self.bad if not o.complete]
 
     def percentile(self, q: float) -> float:
         ttfts = sorted(o.ttft for o in self.outcomes if o.ttft is not None)
@@ -79,10 +84,10 @@ class LoadReport:
         toks = sum(o.tokens for o in self.outcomes)
         rows = [
             ("model", label),
-            ("requests (finished / aborted by client)", f"{len(self.outcomes)} ({len(done)} / "
-                                                        f"{len(self.outcomes) - len(done)})"),
+            ("requests (finished / aborted / invalid)", f"{len(self.outcomes)} ({len(done)} / "
+                                                        f"{sum(o.aborted for o in self.outcomes)} / {len(self.bad)})"),
             ("5xx responses", str(self.server_errors)),
-            ("incomplete finished responses", str(len(self.incomplete))),
+            ("incomplete responses (or invalid without 400)", str(len(self.incomplete))),
             ("wall time (s)", f"{self.wall_s:.2f}"),
             ("requests/s", f"{len(self.outcomes) / self.wall_s:.2f}"),
             ("output tokens/s", f"{toks / self.wall_s:.1f}"),
@@ -96,7 +101,8 @@ class LoadReport:
         return "\n".join(f"| {k:<{w}} | {v:>16} |" for k, v in rows)
 
 
-async def one_request(client: httpx.AsyncClient, rng: random.Random, abort: bool, model: str) -> Outcome:
+async def one_request(client: httpx.AsyncClient, rng: random.Random, abort: bool, model: str,
+                      bad: bool = False) -> Outcome:
     if rng.random() < 0.3:  # repeated prompts: the prefix cache sees exact and partial duplicates
         prompt = SHARED_PROMPTS[rng.randrange(len(SHARED_PROMPTS))]
     else:
@@ -105,6 +111,11 @@ async def one_request(client: httpx.AsyncClient, rng: random.Random, abort: bool
     body = {"model": model, "messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens,
             "temperature": 1.0, "stream": True, "stream_options": {"include_usage": True},
             "seed": rng.randrange(1 << 30)}
+    if bad:  # an invalid request among the good ones: must get its 400 and disturb nobody
+        body["temperature"] = -1.0
+        r = await client.post("/v1/chat/completions", json=body)
+        return Outcome(status=r.status_code, bad=True, complete=r.status_code == 400,
+                       error="" if r.status_code == 400 else r.text[:200])
     out, t0 = Outcome(aborted=abort), time.perf_counter()
     stop_after = rng.randint(1, 4) if abort else None
     finish, done, usage, chunks = None, False, None, 0
@@ -177,7 +188,7 @@ def pool_used_after_flush(url: str) -> float:
 
 
 async def run_load(url: str, num_requests: int = 200, concurrency: int = 200, abort_fraction: float = 0.1,
-                   seed: int = 0, model: str = "default") -> LoadReport:
+                   seed: int = 0, model: str = "default", bad_fraction: float = 0.05) -> LoadReport:
     if urlparse(url).hostname not in ("127.0.0.1", "localhost", "::1"):
         raise ValueError(f"the load test only targets loopback servers, got {url}")
     rng = random.Random(seed)
@@ -189,7 +200,9 @@ async def run_load(url: str, num_requests: int = 200, concurrency: int = 200, ab
     async with httpx.AsyncClient(base_url=url, limits=limits, timeout=httpx.Timeout(600, connect=60)) as client:
         async def bounded(i: int) -> Outcome:
             async with sem:
-                return await one_request(client, random.Random(rng.random()), rng.random() < abort_fraction, model)
+                r = rng.random()
+                return await one_request(client, random.Random(rng.random()), r < abort_fraction, model,
+                                         bad=abort_fraction <= r < abort_fraction + bad_fraction)
         t0 = time.perf_counter()
         report.outcomes = await asyncio.gather(*(bounded(i) for i in range(num_requests)))
         report.wall_s = time.perf_counter() - t0
@@ -229,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="model for the server this script starts (default: --tiny model)")
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--concurrency", type=int, default=200)
-    p.add_argument("--abort-fraction", type=float, default=0.1)
+    p.add_argument("--abort-fraction", type=float, default=0.1, help="clients that hang up mid-stream")
+    p.add_argument("--bad-fraction", type=float, default=0.05, help="invalid requests (expect 400)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-running-requests", type=int, default=64)
     args = p.parse_args(argv)
@@ -243,14 +257,15 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{port}"
     try:
         model = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]["id"]
-        report = asyncio.run(run_load(url, args.requests, args.concurrency, args.abort_fraction, args.seed, model))
+        report = asyncio.run(run_load(url, args.requests, args.concurrency, args.abort_fraction, args.seed, model,
+                                      args.bad_fraction))
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(timeout=30)
     print(report.table(model))
     for o in report.outcomes:
-        if o.status >= 500 or (not o.aborted and not o.complete):
+        if o.status >= 500 or (not o.aborted and not o.complete):  # includes invalid requests not given a 400
             print(f"  failed: status={o.status} error={o.error!r}", file=sys.stderr)
     return 0 if report.ok else 1
 

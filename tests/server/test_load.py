@@ -21,9 +21,9 @@ def _load_bench():
 def test_concurrent_streams_with_aborts(server):
     bench = _load_bench()
     report = asyncio.run(bench.run_load(server.url, num_requests=50, concurrency=50, abort_fraction=0.2, seed=1,
-                                        model="tiny"))
+                                        model="tiny", bad_fraction=0.1))
     aborted = [o for o in report.outcomes if o.aborted]
-    assert aborted and report.finished
+    assert aborted and report.finished and report.bad
     assert report.server_errors == 0, [o.error for o in report.outcomes if o.status >= 500]
     assert not report.incomplete, [(o.status, o.error) for o in report.incomplete]
     assert report.idle

@@ -4,7 +4,7 @@ and output lengths, some abandoned mid-stream by their client, a few invalid (th
 the engine is idle and the KV pool is back to its idle size (nothing leaked). Prints requests/s and TTFT percentiles.
 
     python bench/serve_load.py                      # starts `sglite serve --tiny` on a free loopback port
-    python bench/serve_load.py --model PATH         # the real model (default: SmolLM2-135M-Instruct)
+    python bench/serve_load.py --model default      # the real default model (SmolLM2-135M-Instruct); or a path
     python bench/serve_load.py --url http://127.0.0.1:30000   # an already running server
 
 No peer column: there is no SGLang/vLLM server on this machine to run the same load against.
@@ -239,7 +239,8 @@ def start_server(extra: list[str], port: int) -> subprocess.Popen:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", help="an already running loopback server (default: start one)")
-    p.add_argument("--model", help="model for the server this script starts (default: --tiny model)")
+    p.add_argument("--model", help="model for the server this script starts: a path, or 'default' for "
+                   "SmolLM2-135M-Instruct (default: the tiny random model)")
     p.add_argument("--requests", type=int, default=200)
     p.add_argument("--concurrency", type=int, default=200)
     p.add_argument("--abort-fraction", type=float, default=0.1, help="clients that hang up mid-stream")
@@ -252,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     url = args.url
     if url is None:
         port = _free_port()
-        extra = ["--model", args.model] if args.model else ["--tiny"]
+        extra = ["--tiny"] if not args.model else [] if args.model == "default" else ["--model", args.model]
         proc = start_server(extra + ["--max-running-requests", str(args.max_running_requests)], port)
         url = f"http://127.0.0.1:{port}"
     try:

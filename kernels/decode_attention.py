@@ -69,6 +69,7 @@ def decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
 
 @functools.cache
 def _kernels():
+    global tl  # jit bodies resolve names through module globals (Triton before ~3.3 ignores closures)
     import triton
     import triton.language as tl
 
@@ -217,7 +218,7 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         part_o, part_lse, seq_lens, out,
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),
         out.stride(0), out.stride(1), D, num_splits,
-        BLOCK_S=triton.next_power_of_2(num_splits), BLOCK_D=block_d, BLOCK_N=block_n)
+        BLOCK_S=max(2, triton.next_power_of_2(num_splits)), BLOCK_D=block_d, BLOCK_N=block_n)
     return out
 
 

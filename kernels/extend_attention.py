@@ -76,6 +76,7 @@ def extend_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_
 
 @functools.cache
 def _kernel():
+    global tl  # jit bodies resolve names through module globals (Triton before ~3.3 ignores closures)
     import triton
     import triton.language as tl
 

@@ -41,6 +41,7 @@ def store_kv_cache_torch(k_cache: torch.Tensor, v_cache: torch.Tensor, loc: torc
 
 @functools.cache
 def _kernel():
+    global tl  # jit bodies resolve names through module globals (Triton before ~3.3 ignores closures)
     import triton
     import triton.language as tl
 

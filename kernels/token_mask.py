@@ -65,6 +65,7 @@ def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
 
 @functools.cache
 def _kernel():
+    global tl  # jit bodies resolve names through module globals (Triton before ~3.3 ignores closures)
     import triton
     import triton.language as tl
 

@@ -16,6 +16,7 @@ class EngineConfig:
     disable_radix_cache: bool = False
     attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)
     enable_jump_forward: bool = True
+    json_whitespace: str = "compact"      # JSON-schema outputs: "compact" (generation mode) or "any"
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread
@@ -39,6 +40,8 @@ class EngineConfig:
             raise bad("schedule_policy", f"must be one of {SCHEDULE_POLICIES}")
         if self.max_context is not None and (not isinstance(self.max_context, int) or self.max_context < 2):
             raise bad("max_context", "must be an int >= 2 or None")
+        if self.json_whitespace not in ("compact", "any"):
+            raise bad("json_whitespace", "must be 'compact' or 'any'")
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
 

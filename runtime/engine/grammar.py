@@ -10,8 +10,9 @@ from .sampling_params import SamplingParams
 
 
 class GrammarBackend:
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, json_whitespace: str = "compact"):
         self.tokenizer = tokenizer
+        self.json_whitespace = json_whitespace
         self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
 
     def _get_compiler(self):
@@ -34,7 +35,7 @@ class GrammarBackend:
             if kind == "regex":
                 return compiler.compile_regex(text)
             if kind == "json_schema":
-                return compiler.compile_json_schema(text)
+                return compiler.compile_json_schema(text, whitespace=self.json_whitespace)
             if not hasattr(compiler, "compile_ebnf"):
                 raise ValueError("sampling_params['ebnf'] is not supported by this build's grammar compiler")
             return compiler.compile_ebnf(text)
@@ -44,13 +45,12 @@ class GrammarBackend:
             raise ValueError(f"sampling_params[{kind!r}] could not be compiled: {type(e).__name__}: {e}") from e
 
     def jump_forward(self, req: Req) -> list[int]:
-        """Tokens the grammar forces next (the matcher is advanced over them), or []."""
-        m = req.matcher
-        if not m.forced_text():
-            return []
+        """Tokens the grammar forces next, tokenized with back-off by sglite.runtime.constrained; the matcher is
+        advanced over them. [] when nothing is forced."""
         from ..constrained import jump_forward_tokens
-        tokens = list(jump_forward_tokens(self.tokenizer, m))
+
+        tokens = list(jump_forward_tokens(self.tokenizer, req.matcher))
         for tok in tokens:
-            if not m.advance(tok):
+            if not req.matcher.advance(tok):
                 raise RuntimeError(f"jump_forward_tokens produced token {tok} that its matcher rejects")
         return tokens

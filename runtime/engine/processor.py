@@ -42,13 +42,16 @@ class StepProcessor:
             self._append(req, s.token_ids[j], lp, top)
             if not req.finished and req.matcher is not None and self.jump_forward is not None \
                     and not req.return_logprob:
-                for tok in self.jump_forward(req)[:req.remaining_new_tokens]:
-                    self._append(req, tok, None, [], forced=True)
+                forced = self.jump_forward(req)  # the matcher is already past all of them
+                for k, tok in enumerate(forced[:req.remaining_new_tokens]):
+                    self._append(req, tok, None, [], forced=True, last_forced=k == len(forced) - 1)
                     if req.finished:
                         break
 
-    def _append(self, req: Req, tok: int, logprob: float | None, top: list, forced: bool = False) -> None:
-        """Adds one output token and sets finish_reason if it ends the request."""
+    def _append(self, req: Req, tok: int, logprob: float | None, top: list, forced: bool = False,
+                last_forced: bool = False) -> None:
+        """Adds one output token and sets finish_reason if it ends the request. Jump-forward tokens (forced)
+        come with the matcher already advanced past all of them: the grammar's end is checked at the last."""
         p = req.params
         req.output_ids.append(tok)
         if req.first_token_time is None:
@@ -73,7 +76,7 @@ class StepProcessor:
         matched = req.stop_checker.push([tok])
         if matched is not None:
             self._finish(req, FinishReason("stop", matched))
-        elif req.matcher is not None and req.matcher.is_terminated():
+        elif req.matcher is not None and (not forced or last_forced) and req.matcher.is_terminated():
             self._finish(req, FinishReason("stop"))
         elif req.remaining_new_tokens <= 0:
             self._finish(req, FinishReason("length"))

@@ -1,0 +1,86 @@
+"""Grammar integration: constrained outputs are valid by construction, compile errors reach the caller, and
+jump-forward appends forced tokens as one extend step."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+pytest.importorskip("sglite.runtime.constrained")
+
+SCHEMA = {"type": "object", "additionalProperties": False, "required": ["name", "age"],
+          "properties": {"name": {"type": "string", "maxLength": 6},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 99}}}
+
+
+@pytest.mark.parametrize("jump_forward", [True, False])
+def test_regex_outputs_fullmatch(make_engine, jump_forward):
+    e = make_engine(enable_jump_forward=jump_forward)
+    pattern = r"\d{3}-[a-z]{2,5}"
+    outs = e.generate(["Code:", "Phone number:", "x"], {"temperature": 1.0, "seed": 7, "max_new_tokens": 30,
+                                                        "regex": pattern})
+    for o in outs:
+        assert re.fullmatch(pattern, o["text"]), o["text"]
+        assert o["meta_info"]["finish_reason"] == {"type": "stop", "matched": None}
+
+
+def test_json_schema_outputs_validate(make_engine):
+    e = make_engine()
+    outs = e.generate(["JSON:"] * 4, {"temperature": 1.0, "max_new_tokens": 60, "json_schema": SCHEMA})
+    for o in outs:
+        if o["meta_info"]["finish_reason"]["type"] == "stop":
+            doc = json.loads(o["text"])
+            assert set(doc) == {"name", "age"} and 0 <= doc["age"] <= 99 and len(doc["name"]) <= 6
+    assert any(o["meta_info"]["finish_reason"]["type"] == "stop" for o in outs)
+
+
+def test_truncated_constrained_output_reports_length(make_engine):
+    e = make_engine()
+    out = e.generate("x", {"temperature": 0, "max_new_tokens": 3, "regex": r"[a-z]{20}"})
+    assert out["meta_info"]["finish_reason"]["type"] == "length"
+
+
+def test_eos_only_when_accepting(make_engine):
+    e = make_engine()
+    # "[a-z]*" accepts at once; the first token may be EOS, but text stays in the language either way
+    outs = e.generate(["a", "b", "c"], {"temperature": 1.0, "seed": 3, "max_new_tokens": 10, "regex": r"[a-z]*"})
+    for o in outs:
+        assert re.fullmatch(r"[a-z]*", o["text"])
+
+
+def test_compile_errors_raise_before_queueing(make_engine):
+    e = make_engine()
+    with pytest.raises(ValueError):
+        e.generate("x", {"regex": "(unclosed"})
+    with pytest.raises(ValueError):
+        e.generate("x", {"json_schema": "{not json"})
+    assert not e.scheduler.has_work()
+    assert e.generate("x", {"temperature": 0, "max_new_tokens": 2})["meta_info"]["completion_tokens"] == 2
+
+
+def test_mixed_constrained_and_free_batch(make_engine):
+    e = make_engine()
+    free = {"temperature": 0, "max_new_tokens": 8}
+    alone = e.generate("Hello", free)["output_ids"]
+    e.flush_cache()
+    outs = e.generate(["Hello", "Code:"], [free, {"temperature": 0, "max_new_tokens": 20, "regex": r"[0-9]{4}"}])
+    assert outs[0]["output_ids"] == alone
+    assert re.fullmatch(r"[0-9]{4}", outs[1]["text"])
+
+
+def test_jump_forward_appends_forced_tokens_in_one_step(make_engine, monkeypatch):
+    """With a jump_forward_tokens that returns the plain tokenization of forced text, a grammar with long
+    forced stretches needs far fewer forward passes, and the output is the same language."""
+    import sglite.runtime.constrained as constrained
+
+    def naive(tokenizer, matcher, min_backoff=0):
+        return tokenizer.encode(matcher.forced_text())
+    monkeypatch.setattr(constrained, "jump_forward_tokens", naive)
+    pattern = r"The answer is (yes|no)\. Thank you for asking!"
+    params = {"temperature": 1.0, "seed": 1, "max_new_tokens": 40, "regex": pattern}
+    on, off = make_engine(enable_jump_forward=True), make_engine(enable_jump_forward=False)
+    a, b = on.generate("Q:", params), off.generate("Q:", params)
+    assert re.fullmatch(pattern, a["text"]) and re.fullmatch(pattern, b["text"])
+    assert on.get_stats()["forward_passes"] <= off.get_stats()["forward_passes"] // 2
+    assert a["meta_info"]["finish_reason"]["type"] == "stop"

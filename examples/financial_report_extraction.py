@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field, constr
+from pydantic import BaseModel, ConfigDict, Field, constr
 
 import sglite as sgl
 
@@ -22,6 +22,8 @@ HERE = Path(__file__).resolve().parent
 
 
 class FinancialReport(BaseModel):
+    model_config = ConfigDict(extra="forbid")   # additionalProperties: false, so the grammar allows no other keys
+
     company: str = Field(max_length=60)
     period: str = Field(max_length=24, description="e.g. Q3 2024, H1 2024, FY2023")
     currency: str = Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code")
@@ -60,7 +62,7 @@ def extract_report(s, report: str):
         s += sgl.user(text)
         s += sgl.assistant(json.dumps(record, ensure_ascii=False))
     s += sgl.user(report)
-    s += sgl.assistant(sgl.gen("record", max_tokens=384, json_schema=FinancialReport, temperature=0))
+    s += sgl.assistant(sgl.gen("record", max_tokens=512, json_schema=FinancialReport, temperature=0))
 
 
 def load_reports(path: Path, limit: int | None = None) -> list[dict]:

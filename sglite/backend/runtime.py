@@ -12,8 +12,9 @@ class Runtime(EngineBackend):
     path, or a loaded Model) running its loop in a background thread. `Runtime(engine=...)` wraps an existing
     engine (anything with Engine's generate / flush_cache / get_stats)."""
 
-    def __init__(self, model: Any = None, *, engine: Any = None, **engine_options: Any):
+    def __init__(self, model: Any = None, *, engine: Any = None, model_path: Any = None, **engine_options: Any):
         super().__init__()
+        model = model if model is not None else model_path   # SGLang spells it model_path=
         if engine is None:
             from ..runtime.engine.engine import Engine
             engine_options.setdefault("background", True)

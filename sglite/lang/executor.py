@@ -63,6 +63,7 @@ class StreamExecutor:
                     self._worker.start()
                 self._queue.put(node)
             else:
+                self.sync()   # after end(): let the worker drain first, then run inline
                 self._run_node(node)
 
     def sync(self) -> None:

@@ -6,11 +6,13 @@ Handlers only await the engine's async streams (see engine_client.py); nothing h
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
@@ -41,12 +43,12 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
     _install_error_handlers(app)
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
-        return await openai.chat(body, request)
+    async def chat_completions(request: Request) -> Response:
+        return await openai.chat(await parse_body(request, ChatCompletionRequest), request)
 
     @app.post("/v1/completions")
-    async def completions(body: CompletionRequest, request: Request) -> Response:
-        return await openai.completions(body, request)
+    async def completions(request: Request) -> Response:
+        return await openai.completions(await parse_body(request, CompletionRequest), request)
 
     @app.get("/v1/models")
     async def models() -> dict:
@@ -55,8 +57,8 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
                                              "max_model_len": info.max_context}]}
 
     @app.post("/generate")
-    async def generate(body: GenerateRequest, request: Request) -> Response:
-        return await native.generate(body, request)
+    async def generate(request: Request) -> Response:
+        return await native.generate(await parse_body(request, GenerateRequest), request)
 
     @app.get("/health")
     async def health() -> Response:
@@ -85,6 +87,22 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+async def parse_body(request: Request, model: type[BaseModel]) -> Any:
+    """The JSON body as `model`, whatever the Content-Type says (curl -d sends form encoding); 400 otherwise."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        detail = f"{e.msg} at character {e.pos}" if isinstance(e, json.JSONDecodeError) else "not UTF-8"
+        raise APIError(400, f"the request body is not valid JSON ({detail})", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise APIError(400, "the request body must be a JSON object", code="invalid_request")
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        raise validation_to_api_error(e.errors()) from None
 
 
 def _install_error_handlers(app: FastAPI) -> None:

@@ -114,3 +114,9 @@ def test_api_key(keyed_server):
 def test_unknown_route_and_method(http):
     _error(http.get("/v1/nothing"), 404)
     _error(http.get("/generate"), 405)
+
+
+def test_json_without_content_type_is_accepted(http):
+    r = http.post("/v1/completions", content=b'{"prompt": "hi", "max_tokens": 2}',
+                  headers={"content-type": "application/x-www-form-urlencoded"})  # what `curl -d` sends
+    assert r.status_code == 200, r.text

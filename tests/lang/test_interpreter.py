@@ -274,3 +274,19 @@ def test_trace_prints_the_program_graph():
     text = repr(tr)
     assert "Gen('a', max_new_tokens=5)" in text and "Select('c', choices=['yes', 'no']" in text
     assert "Text('{q}')" in text and "RoleBegin('user')" in text
+
+
+def test_public_api_names_resolve():
+    import sglite
+    for name in sglite.__all__:
+        if name != "Engine":
+            assert getattr(sglite, name) is not None, name
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        sglite.nope
+
+
+def test_ir_reprs_are_readable():
+    e = "Q: " + sgl.gen("a", max_tokens=3, stop="\n") + sgl.select("b", ["x", "y"])
+    assert repr(e) == ("[Text('Q: '), Gen('a', max_new_tokens=3, stop='\\n'), "
+                       "Select('b', choices=['x', 'y'], method=TokenLengthNormalized)]")
+    assert repr(sgl.user("hi")) == "[RoleBegin('user'), Text('hi'), RoleEnd('user')]"

@@ -18,7 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from .byte_dfa import ByteDFA
-from .charfsm import literal_trie
+from .key_dfa import words_dfa
 from .nodes import EXTRA, ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
 from .token_index import TokenIndex
 
@@ -227,8 +227,7 @@ class Grammar:
             key = "shared"
             dfa = node.key_dfas.get(key)
             if dfa is None:
-                fsm = literal_trie({n: n for n in node.props}, EXTRA)
-                dfa = ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.whitespace == "compact")
+                dfa = words_dfa({n: n for n in node.props}, EXTRA, canonical=self.whitespace == "compact")
                 node.key_dfas[key] = dfa
             return dfa
         key = (seen, nk if node.min_props or node.max_props is not None else 0)
@@ -238,8 +237,7 @@ class Grammar:
             named, extra = choices if choices else ({}, False)
             # names of properties that are not allowed any more must not be taken as "additional" names
             blocked = tuple(n for n in node.props if n not in named) if extra else ()
-            fsm = literal_trie(named, EXTRA if extra else None, blocked)
-            dfa = ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.whitespace == "compact")
+            dfa = words_dfa(named, EXTRA if extra else None, blocked, canonical=self.whitespace == "compact")
             node.key_dfas[key] = dfa
         return dfa
 

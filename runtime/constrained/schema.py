@@ -17,8 +17,9 @@ from .byte_dfa import ByteDFA
 from .charfsm import ANY_CHAR, CharFSM, literal_trie, with_length
 from .errors import GrammarError, UnsupportedSchemaError
 from .formats import FORMATS
+from .key_dfa import words_dfa
 from .nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
-from .numbers import INTEGER, NUMBER, integer_range, literal_number, number_range
+from .json_numbers import INTEGER, NUMBER, integer_range, literal_number, number_range
 from .regex import RegexUnsupported, regex_to_char_fsm
 
 ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "deprecated",
@@ -342,8 +343,7 @@ class SchemaCompiler:
         if isinstance(v, (int, float)):
             return self.lex_regex(literal_number(v))
         if isinstance(v, str):
-            d = self.dfa(("lit", v), lambda: ByteDFA.from_char_fsm(literal_trie({v: True}), True,
-                                                                           self.canonical))
+            d = self.dfa(("lit", v), lambda: words_dfa({v: True}, None, canonical=self.canonical))
             return self.add(LexNode(d))
         if isinstance(v, list):
             return self.add(ArrayNode(tuple(self.const_node(x) for x in v), None, len(v), len(v)))

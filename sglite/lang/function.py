@@ -5,8 +5,8 @@ import inspect
 import os
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import TYPE_CHECKING, Any, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .executor import StreamExecutor
 from .sampling import RUN_DEFAULTS, SamplingParams
@@ -107,13 +107,14 @@ class SglFunction:
         ex.sync()
 
     def run_batch(self, batch_kwargs: list[dict[str, Any]], *, backend: "Backend | None" = None,
-                  num_threads: int | str = "auto", progress_bar: bool = False, **sampling: Any
-                  ) -> list[ProgramState]:
+                  num_threads: int | str = "auto", progress_bar: bool = False, generator_style: bool = False,
+                  **sampling: Any) -> list[ProgramState] | Iterator[ProgramState]:
         """Run one program per dict of arguments, concurrently, so the engine batches their calls.
 
         The text every instance starts with is found by tracing and prefilled once before the programs start
         (otherwise all of them would prefill it at the same time). A failing program records its error in
-        its own `s.error()`; the others go on. Results are in input order."""
+        its own `s.error()`; the others go on. Results are in input order (with generator_style=True, yielded
+        in input order as they finish)."""
         from .tracer import constant_prefix
 
         if not isinstance(batch_kwargs, (list, tuple)) or not all(isinstance(k, dict) for k in batch_kwargs):
@@ -135,13 +136,23 @@ class SglFunction:
         if progress_bar:
             from tqdm.auto import tqdm
             bar = tqdm(total=len(calls), desc=self.__name__, unit="prog")
-        with ThreadPoolExecutor(max_workers=int(num_threads), thread_name_prefix="sglite-batch") as pool:
-            futures = [pool.submit(self._execute, st, (), kw, True) for st, kw in zip(states, calls)]
-            for _ in as_completed(futures):
-                if bar is not None:
-                    bar.update(1)
+        pool = ThreadPoolExecutor(max_workers=int(num_threads), thread_name_prefix="sglite-batch")
+        futures = [pool.submit(self._execute, st, (), kw, True) for st, kw in zip(states, calls)]
         if bar is not None:
-            bar.close()
+            for f in futures:
+                f.add_done_callback(lambda _: bar.update(1))
+        pool.shutdown(wait=False)
+
+        def in_order() -> Iterator[ProgramState]:
+            for f, st in zip(futures, states):
+                f.result()
+                yield st
+            if bar is not None:
+                bar.close()
+        if generator_style:
+            return in_order()
+        for _ in in_order():
+            pass
         return states
 
     def trace(self, *args: Any, backend: "Backend | None" = None, **kwargs: Any) -> "Trace":

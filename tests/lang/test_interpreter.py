@@ -290,3 +290,14 @@ def test_ir_reprs_are_readable():
     assert repr(e) == ("[Text('Q: '), Gen('a', max_new_tokens=3, stop='\\n'), "
                        "Select('b', choices=['x', 'y'], method=TokenLengthNormalized)]")
     assert repr(sgl.user("hi")) == "[RoleBegin('user'), Text('hi'), RoleEnd('user')]"
+
+
+def test_run_batch_generator_style():
+    be = Runtime(engine=FakeEngine(respond=lambda p, sp: p[-1]))
+
+    @sgl.function
+    def prog(s, x):
+        s += x + sgl.gen("y")
+
+    gen = prog.run_batch([{"x": "a"}, {"x": "b"}], backend=be, generator_style=True)
+    assert [st["y"] for st in gen] == ["a", "b"]

@@ -97,8 +97,8 @@ class LoadReport:
             ("KV slots leaked (idle, outside the cache)", str(self.leaked_slots)),
             ("KV slots in use after flush", str(self.used_after_flush)),
         ]
-        w = max(len(k) for k, _ in rows)
-        return "\n".join(f"| {k:<{w}} | {v:>16} |" for k, v in rows)
+        w, v_w = max(len(k) for k, _ in rows), max(len(v) for _, v in rows)
+        return "\n".join(f"| {k:<{w}} | {v:>{v_w}} |" for k, v in rows)
 
 
 async def one_request(client: httpx.AsyncClient, rng: random.Random, abort: bool, model: str,

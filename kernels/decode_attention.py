@@ -111,20 +111,19 @@ def _kernels():
             offs_n = n0 + tl.arange(0, BLOCK_N)
             n_ok = offs_n < end
             slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
-            k = tl.load(kv_head + slot[:, None] * stride_cs + offs_d[None, :],
-                        mask=n_ok[:, None] & d_ok[None, :], other=0.0)                      # [BLOCK_N, BLOCK_D]
+            kv_ok = n_ok[:, None] & d_ok[None, :]
+            # issue both gathers before any math: memory-bound, so keep as many bytes in flight as possible
+            k = tl.load(kv_head + slot[:, None] * stride_cs + offs_d[None, :], mask=kv_ok, other=0.0)  # [N, D]
+            v = tl.load(v_head + slot[:, None] * stride_cs + offs_d[None, :], mask=kv_ok, other=0.0)   # [N, D]
             if UPCAST:
                 k = k.to(tl.float32)
+                v = v.to(tl.float32)
             s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2              # [BLOCK_H, BLOCK_N]
             s = tl.where(n_ok[None, :], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             alpha = tl.exp2(m_i - m_new)
             p = tl.exp2(s - m_new[:, None])
             l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(v_head + slot[:, None] * stride_cs + offs_d[None, :],
-                        mask=n_ok[:, None] & d_ok[None, :], other=0.0)                      # [BLOCK_N, BLOCK_D]
-            if UPCAST:
-                v = v.to(tl.float32)
             acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
             m_i = m_new
 
@@ -175,7 +174,7 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                             scale: float, out: torch.Tensor | None = None,
                             num_splits: int | None = None, workspace: tuple | None = None, *,
-                            block_n: int | None = None, num_warps: int = 4, num_stages: int = 2) -> torch.Tensor:
+                            block_n: int | None = None, num_warps: int | None = None, num_stages: int = 2) -> torch.Tensor:
     """Triton flash-decoding; same contract as the reference. seq_lens[b] >= 1. `workspace` (from
     `decode_workspace`) lets a caller reuse the fp32 split buffers across layers. `block_n` (keys per step, a
     power of two >= 16), `num_warps` and `num_stages` are tuning knobs for bench/kernels.py. Returns `out`."""
@@ -206,6 +205,8 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
     G = Hq // Hkv
     block_d = triton.next_power_of_2(max(D, 16))  # tl.dot needs K >= 16
     block_n = block_n or (64 if q.is_cuda else 32)
+    if num_warps is None:  # 4 warps on a [64, 128] tile need ~250 registers (2 CTAs/SM); 8 warps ~120
+        num_warps = 8 if block_n * block_d >= 8192 else 4
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     split_kernel[(B, Hkv, num_splits)](
         q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, part_o, part_lse,

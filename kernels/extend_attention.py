@@ -115,20 +115,20 @@ def _kernel():
                 offs_n = n0 + tl.arange(0, BLOCK_N)
                 n_ok = offs_n < pre
                 slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
-                k = tl.load(k_cache + slot[:, None] * stride_cs + kvh * stride_ch + offs_d[None, :],
-                            mask=n_ok[:, None] & d_ok[None, :], other=0.0)                  # [BLOCK_N, BLOCK_D]
+                kv_ok = n_ok[:, None] & d_ok[None, :]
+                k = tl.load(k_cache + slot[:, None] * stride_cs + kvh * stride_ch + offs_d[None, :], mask=kv_ok,
+                            other=0.0)                                                      # [BLOCK_N, BLOCK_D]
+                v = tl.load(v_cache + slot[:, None] * stride_cs + kvh * stride_ch + offs_d[None, :], mask=kv_ok,
+                            other=0.0)
                 if UPCAST:
                     k = k.to(tl.float32)
+                    v = v.to(tl.float32)
                 s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
                 s = tl.where(n_ok[None, :], s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 alpha = tl.exp2(m_i - m_new)
                 p = tl.exp2(s - m_new[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                v = tl.load(v_cache + slot[:, None] * stride_cs + kvh * stride_ch + offs_d[None, :],
-                            mask=n_ok[:, None] & d_ok[None, :], other=0.0)                  # [BLOCK_N, BLOCK_D]
-                if UPCAST:
-                    v = v.to(tl.float32)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
             # 2) the new tokens themselves, causally, up to this block's last row. Key 0 is visible to every
@@ -137,20 +137,20 @@ def _kernel():
             for n0 in range(0, hi, BLOCK_N):
                 offs_n = n0 + tl.arange(0, BLOCK_N)
                 n_ok = offs_n < ext
+                kv_ok = n_ok[:, None] & d_ok[None, :]
                 k = tl.load(k_ptr + (first + offs_n)[:, None] * stride_kt + kvh * stride_kh + offs_d[None, :],
-                            mask=n_ok[:, None] & d_ok[None, :], other=0.0)                  # [BLOCK_N, BLOCK_D]
+                            mask=kv_ok, other=0.0)                                          # [BLOCK_N, BLOCK_D]
+                v = tl.load(v_ptr + (first + offs_n)[:, None] * stride_vt + kvh * stride_vh + offs_d[None, :],
+                            mask=kv_ok, other=0.0)
                 if UPCAST:
                     k = k.to(tl.float32)
+                    v = v.to(tl.float32)
                 s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
                 s = tl.where(n_ok[None, :] & (offs_n[None, :] <= offs_m[:, None]), s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
                 alpha = tl.exp2(m_i - m_new)
                 p = tl.exp2(s - m_new[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                v = tl.load(v_ptr + (first + offs_n)[:, None] * stride_vt + kvh * stride_vh + offs_d[None, :],
-                            mask=n_ok[:, None] & d_ok[None, :], other=0.0)
-                if UPCAST:
-                    v = v.to(tl.float32)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
             o = acc / l_i[:, None]
@@ -192,7 +192,10 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
     import triton
     block_d = triton.next_power_of_2(max(D, 16))
     if q.is_cuda:
-        bm, bn, warps = (64, 64, 4) if block_d <= 64 else (64, 32, 4)
+        # sm_90 + bf16 (ptxas): D=128 at 64/64/4 warps needs ~230 registers; 128/64/8 warps ~210, FA2's usual
+        bm, bn, warps = (64, 64, 4) if block_d <= 64 else (128, 64, 8)
+        if q.dtype == torch.float32:  # ieee fp32 dots run on FMAs in registers: 64-row tiles spill
+            bm, bn, warps = 32, 32, 4
     else:  # interpreter: few, larger programs are what cost least
         bm, bn, warps = 16, 32, 1
     block_m, block_n, num_warps = block_m or bm, block_n or bn, num_warps or warps

@@ -160,13 +160,14 @@ def _kernels():
 
 
 def default_num_splits(batch_size: int, num_kv_heads: int, max_seq_len: int, device: torch.device) -> int:
-    """Enough (request, KV head, split) programs to fill the GPU, each split at least 256 keys, at most 32.
+    """Enough (request, KV head, split) programs for ~4 per SM (two resident, plus tail balance), each split at
+    least 256 keys, at most 32 splits.
     Under the interpreter (CPU) every program costs Python time: no splitting unless contexts are long."""
     by_len = max(1, min(32, -(-max_seq_len // 256)))
     if device.type != "cuda":
         return min(by_len, 4)
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    want = max(1, -(-2 * sms // max(1, batch_size * num_kv_heads)))
+    want = max(1, -(-4 * sms // max(1, batch_size * num_kv_heads)))
     return max(1, min(by_len, want))
 
 

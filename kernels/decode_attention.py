@@ -162,7 +162,7 @@ def _kernels():
 def default_num_splits(batch_size: int, num_kv_heads: int, max_seq_len: int, device: torch.device) -> int:
     """Enough (request, KV head, split) programs for ~4 per SM (two resident, plus tail balance), each split at
     least 256 keys, at most 32 splits.
-    Under the interpreter (CPU) every program costs Python time: no splitting unless contexts are long."""
+    Under the interpreter (CPU) every program costs Python time: at most 4 splits."""
     by_len = max(1, min(32, -(-max_seq_len // 256)))
     if device.type != "cuda":
         return min(by_len, 4)

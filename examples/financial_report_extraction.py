@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 import time
+import unicodedata
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, constr
@@ -103,8 +104,15 @@ def run_job(docs: list[dict], backend, progress_bar: bool = True) -> dict:
 
 
 def _cell(value, width: int) -> str:
+    """`value` padded to `width` terminal columns (CJK characters take two)."""
     text = "" if value is None else (f"{value:,.2f}" if isinstance(value, float) else str(value))
-    return text[: width - 1] + "…" if len(text) > width else text.ljust(width)
+    out, used = "", 0
+    for ch in text:
+        w = 2 if unicodedata.east_asian_width(ch) in "WF" else 1
+        if used + w > width - 1 and len(text) > len(out) + 1:
+            return out + "…" + " " * (width - used - 1)
+        out, used = out + ch, used + w
+    return out + " " * (width - used)
 
 
 def print_table(results: list[dict]) -> None:

@@ -19,7 +19,8 @@ from starlette.requests import Request
 from .errors import APIError, from_value_error
 from .metrics import ServerMetrics
 
-_END = object()
+_ACCEPTED = object()  # the engine validated and queued the request
+_END = object()       # the engine's stream is over
 
 
 @dataclass(frozen=True)
@@ -120,8 +121,9 @@ class Accumulated:
 
 
 class RequestStream:
-    """A running engine request. `await start()` once (raises APIError(400) when the engine rejects the
-    request), then iterate `deltas()`; `cancel()` aborts it. Mutates `acc` as chunks arrive."""
+    """A running engine request. `await start()` once: it returns as soon as the engine has validated and
+    queued the request (or raises APIError(400) when the engine rejects it), so response headers need not wait
+    for the first token. Then iterate `deltas()`; `cancel()` aborts it. Mutates `acc` as chunks arrive."""
 
     def __init__(self, engine: Any, call: GenerateCall, metrics: ServerMetrics | None = None):
         self.engine = engine
@@ -132,7 +134,6 @@ class RequestStream:
         self._queue: asyncio.Queue = asyncio.Queue()
         self._abort_wanted = False
         self._pump_task: asyncio.Task | None = None
-        self._first: Any = None
         self._t0 = time.perf_counter()
         self._t_last = self._t0
         self._ttft_seen = False
@@ -141,16 +142,13 @@ class RequestStream:
         if self.call.constraint is not None:
             await asyncio.to_thread(_compile_grammar, self.engine, self.call.sampling_params)
         self._pump_task = asyncio.get_running_loop().create_task(self._pump())
-        self._first = await self._queue.get()
-        if isinstance(self._first, BaseException):
-            self._pump_task = None
-            raise _to_api_error(self._first, self.call)
+        first = await self._queue.get()
+        if isinstance(first, BaseException):
+            raise _to_api_error(first, self.call)
 
     async def deltas(self) -> AsyncIterator[Delta]:
         """Yields one Delta per engine chunk until the request finishes."""
-        item, self._first = self._first, None
-        if item is None:
-            item = await self._queue.get()
+        item = await self._queue.get()
         while item is not _END:
             if isinstance(item, BaseException):
                 raise _to_api_error(item, self.call)
@@ -196,6 +194,7 @@ class RequestStream:
                 stream = await stream
             if isinstance(stream, dict):  # engine_stream=False: the final result, as one chunk
                 stream = _single(stream)
+            self._queue.put_nowait(_ACCEPTED)
             async for chunk in stream:
                 if self.rid is None:
                     self.rid = (chunk.get("meta_info") or {}).get("id")

@@ -18,7 +18,7 @@ from .engine_client import GenerateCall, RequestStream, collect, start_all
 from .errors import APIError, bad_request
 from .model_info import ModelInfo
 from .protocol import GenerateRequest
-from .sse import SSE_DONE, SSEResponse, dumps, merge_deltas, sse_event
+from .sse import IDLE, SSE_DONE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_event
 
 LONG_TEXT_CHARS = 4096
 _STREAM_TOTALS_SKIP = ("output_token_logprobs", "output_top_logprobs", "input_token_logprobs", "input_top_logprobs")
@@ -100,7 +100,9 @@ class NativeServing:
         sent_input: set[int] = set()  # prompt logprobs go out once per request, with its first chunk
         try:
             async for i, d in merge_deltas(streams):
-                if d is None:
+                if i == IDLE:
+                    yield SSE_KEEPALIVE
+                if i == IDLE or d is None:
                     continue
                 meta = {k: v for k, v in streams[i].acc.meta_info.items() if k not in _STREAM_TOTALS_SKIP}
                 if streams[i].call.return_logprob:

@@ -18,7 +18,7 @@ from .errors import APIError, bad_request
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
 from .protocol import ChatCompletionRequest, CompletionRequest
-from .sse import SSE_DONE, SSEResponse, dumps, merge_deltas, sse_event
+from .sse import IDLE, SSE_DONE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_event
 
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
@@ -96,7 +96,9 @@ class OpenAIServing:
                 yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                               "finish_reason": None}])
             async for i, d in merge_deltas(streams):
-                if d is None:
+                if i == IDLE:
+                    yield SSE_KEEPALIVE
+                elif d is None:
                     yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish_reason(streams[i]),
                                   "matched_stop": matched_stop(streams[i])}])
                 elif d.text or (logprobs and d.token_logprobs):
@@ -164,7 +166,9 @@ class OpenAIServing:
         offsets = [0] * len(streams)
         try:
             async for i, d in merge_deltas(streams):
-                if d is None:
+                if i == IDLE:
+                    yield SSE_KEEPALIVE
+                elif d is None:
                     yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": finish_reason(streams[i]),
                                   "matched_stop": matched_stop(streams[i])}])
                 elif d.text or (want_lp and d.token_logprobs):

@@ -72,14 +72,15 @@ class SSEResponse(StreamingResponse):
                     await aclose()
 
 
-async def merge_deltas(streams: list[RequestStream]) -> AsyncIterator[tuple[int, Delta | None]]:
-    """Interleaves the deltas of several streams as (index, delta); (index, None) marks that stream's end.
-    An engine error in any stream is re-raised here."""
-    if len(streams) == 1:
-        async for d in streams[0].deltas():
-            yield 0, d
-        yield 0, None
-        return
+IDLE = -1  # index merge_deltas yields when nothing arrived for `idle_s` (time for an SSE keep-alive comment)
+SSE_KEEPALIVE = b": keep-alive\n\n"
+
+
+async def merge_deltas(streams: list[RequestStream], idle_s: float = 15.0
+                       ) -> AsyncIterator[tuple[int, Delta | None]]:
+    """Interleaves the deltas of several streams as (index, delta); (index, None) marks that stream's end, and
+    (IDLE, None) that nothing came for `idle_s` seconds (a long queue or prefill), so proxies and clients can
+    be kept from timing the connection out. An engine error in any stream is re-raised here."""
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(i: int, s: RequestStream) -> None:
@@ -94,7 +95,11 @@ async def merge_deltas(streams: list[RequestStream]) -> AsyncIterator[tuple[int,
     try:
         left = len(streams)
         while left:
-            i, item = await queue.get()
+            try:
+                i, item = await asyncio.wait_for(queue.get(), idle_s)
+            except asyncio.TimeoutError:
+                yield IDLE, None
+                continue
             if isinstance(item, Exception):
                 raise item
             if item is None:

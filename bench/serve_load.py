@@ -151,7 +151,8 @@ async def one_request(client: httpx.AsyncClient, rng: random.Random, abort: bool
     out.latency = time.perf_counter() - t0
     if usage:
         out.tokens = usage["completion_tokens"]
-    out.complete = bool(done and finish in ("stop", "length") and usage and 0 < usage["completion_tokens"] <= max_tokens)
+    out.complete = bool(done and finish in ("stop", "length") and usage
+                        and 0 < usage["completion_tokens"] <= max_tokens)
     return out
 
 

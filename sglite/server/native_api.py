@@ -82,7 +82,8 @@ class NativeServing:
     async def generate(self, req: GenerateRequest, request: Request) -> Response:
         calls, batch = generate_calls(req, self.info.vocab_size)
         # long texts are tokenized off the event loop (the engine would do it on the loop, inside submission)
-        calls = [dataclasses.replace(c, text=None, input_ids=await asyncio.to_thread(self.info.tokenizer.encode, c.text))
+        encode = self.info.tokenizer.encode
+        calls = [dataclasses.replace(c, text=None, input_ids=await asyncio.to_thread(encode, c.text))
                  if c.text is not None and len(c.text) > LONG_TEXT_CHARS else c for c in calls]
         try:
             streams = await start_all(self.engine, calls, self.metrics)

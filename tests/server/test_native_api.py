@@ -114,3 +114,10 @@ def test_generate_n_samples(http):
     again = http.post("/generate", json=body).json()
     assert [o["text"] for o in outs] == [o["text"] for o in again]
     assert http.post("/generate", json={"text": "Hi", "sampling_params": {"n": 0}}).status_code == 400
+
+
+def test_generate_long_text_over_context(http, engine_and_info):
+    long_text = "word " * (2 * engine_and_info[1].max_context)  # tokenized on a worker thread (> 4096 chars)
+    r = http.post("/generate", json={"text": long_text, "sampling_params": {"max_new_tokens": 2}})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "text"
+    assert r.json()["error"]["code"] == "context_length_exceeded"

@@ -34,29 +34,30 @@ def main() -> int:
     if not args.cpu_smoke and not torch.cuda.is_available():
         print("no CUDA GPU: run with --cpu-smoke to check the script under the interpreter")
         return 2
-    b = Bench(torch, "cpu" if args.cpu_smoke else "cuda")
+    b = Bench(torch, "cpu" if args.cpu_smoke else "cuda", args.json)
     b.header()
     copy_gbs = b.copy_bandwidth()
     b.decode(copy_gbs)
     b.extend()
     b.kv_store(copy_gbs)
     b.token_mask()
-    if args.tune:
-        b.tune(copy_gbs)
     if args.e2e:
         b.e2e()
     if args.engine:
         b.engine()
+    if args.tune:  # last: the slowest part (one compile per config), and the least needed
+        b.tune(copy_gbs)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(b.rows, f, indent=1)
         print(f"\nwrote {len(b.rows)} rows to {args.json}")
+    for failure in b.failures:
+        print("FAILED:", failure)
     return 1 if b.failures else 0
 
 
 class Bench:
-    def __init__(self, torch, device: str):
+    def __init__(self, torch, device: str, json_path: str | None = None):
         self.torch = torch
+        self.json_path = json_path  # rewritten after every row, so a timeout still leaves the results
         self.device = device
         self.smoke = device == "cpu"
         shape = CPU_SHAPE if self.smoke else GPU_SHAPE
@@ -91,6 +92,9 @@ class Bench:
         fmt = lambda v: "-" if v is None else f"{v * 1e3:.1f} us" if v < 1 else f"{v:.3f} ms"  # noqa: E731
         print(f"{bench:<14} {case:<34} {fmt(ours_ms):>12} {fmt(peer_ms):>12}  {metric}", flush=True)
         self.rows.append(dict(bench=bench, case=case, ours_ms=ours_ms, peer_ms=peer_ms, metric=metric, **extra))
+        if self.json_path:
+            with open(self.json_path, "w") as f:
+                json.dump(self.rows, f, indent=1)
 
     def paged(self, seq_lens: list[int], Hkv: int, D: int, extra_slots: int = 0):
         """A pool with every request's tokens on randomly permuted slots (worst-case scatter)."""

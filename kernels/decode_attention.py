@@ -175,7 +175,8 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                             scale: float, out: torch.Tensor | None = None,
                             num_splits: int | None = None, workspace: tuple | None = None, *,
-                            block_n: int | None = None, num_warps: int | None = None, num_stages: int = 2) -> torch.Tensor:
+                            block_n: int | None = None, num_warps: int | None = None,
+                            num_stages: int = 2) -> torch.Tensor:
     """Triton flash-decoding; same contract as the reference. seq_lens[b] >= 1. `workspace` (from
     `decode_workspace`) lets a caller reuse the fp32 split buffers across layers. `block_n` (keys per step, a
     power of two >= 16), `num_warps` and `num_stages` are tuning knobs for bench/kernels.py. Returns `out`."""
@@ -198,7 +199,8 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         num_splits = workspace[0].shape[2] if workspace is not None else \
             default_num_splits(B, Hkv, int(seq_lens.max()), q.device)
     part_o, part_lse = workspace if workspace is not None else decode_workspace(B, Hq, D, num_splits, q.device)
-    if part_o.shape[0] < B or part_o.shape[1:] != (Hq, num_splits, D) or part_lse.shape[1:] != (Hq, num_splits):
+    if (part_o.shape[0] < B or part_o.shape[1:] != (Hq, num_splits, D) or part_lse.shape[1:] != (Hq, num_splits)
+            or part_o.stride(3) != 1 or part_lse.stride(2) != 1):
         raise ValueError(f"workspace is for shape {tuple(part_o.shape)}, this call needs [>={B}, {Hq}, "
                          f"{num_splits}, {D}]; build it with decode_workspace(B, Hq, D, num_splits, device)")
     import triton

@@ -121,3 +121,20 @@ def test_generate_long_text_over_context(http, engine_and_info):
     r = http.post("/generate", json={"text": long_text, "sampling_params": {"max_new_tokens": 2}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "text"
     assert r.json()["error"]["code"] == "context_length_exceeded"
+
+
+def test_concurrent_requests_are_batched(server, http, real_engine):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    def passes() -> float:
+        line = next(ln for ln in http.get("/metrics").text.splitlines() if ln.startswith("sglite_forward_passes "))
+        return float(line.split()[1])
+
+    body = {"text": "Count:", "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}
+    before = passes()
+    with ThreadPoolExecutor(8) as pool:
+        outs = list(pool.map(lambda _: httpx.post(server.url + "/generate", json=body, timeout=60).json(), range(8)))
+    assert all(o["meta_info"]["completion_tokens"] == 16 for o in outs)
+    assert passes() - before < 8 * 16 / 2  # one at a time would take 8 x 16 forward passes

@@ -131,3 +131,18 @@ def test_completions_echo_logprobs(client, engine_and_info):
     prompt_len = len(engine_and_info[1].tokenizer.encode("One two three"))
     assert len(choice.logprobs.tokens) == prompt_len + r.usage.completion_tokens
     assert choice.logprobs.token_logprobs[0] is None  # nothing predicts the first prompt token
+
+
+@pytest.mark.xfail(reason="Engine stream drops the logprobs of steps whose text it holds back (engine.py "
+                          "_deliver_all advances logprobs_sent without pushing the chunk)", strict=False)
+def test_stream_logprobs_cover_every_token(client, real_engine):
+    first = client.completions.create(model="tiny", prompt="Hello", max_tokens=1, temperature=0).choices[0].text
+    # a stop string that starts with the first token's text: the engine holds that text back for a step
+    stream = client.completions.create(model="tiny", prompt="Hello", max_tokens=6, temperature=0, logprobs=0,
+                                       stop=[first + "\x00"], stream=True, stream_options={"include_usage": True})
+    n_logprobs, usage = 0, None
+    for chunk in stream:
+        usage = chunk.usage or usage
+        for c in chunk.choices:
+            n_logprobs += len(c.logprobs.tokens) if c.logprobs else 0
+    assert n_logprobs == usage.completion_tokens

@@ -12,6 +12,7 @@ class EngineConfig:
     max_total_tokens: int | None = None   # KV pool slots; None: enough for max_running_requests x 2048 tokens
     chunked_prefill_size: int = 2048      # prefill tokens per step; a longer prompt is split (-1: never split)
     max_prefill_tokens: int = 16384       # prefill tokens admitted per step when not chunking
+    enable_mixed_batch: bool = True       # decode rides along with prefill chunks in one forward pass
     schedule_policy: str = "lpm"          # "lpm" (longest cached prefix first) or "fcfs"
     disable_radix_cache: bool = False
     attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)

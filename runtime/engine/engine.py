@@ -239,10 +239,8 @@ class Engine:
                 return
             out = self.runner.forward(batch, self.kv.req_to_token.table)
             self.processor.process(batch, out)
-            if batch.is_prefill:
-                self._stats["prefill_tokens_computed"] += batch.num_tokens
-            else:
-                self._stats["decode_tokens"] += batch.num_tokens
+            self._stats["prefill_tokens_computed"] += batch.num_prefill_tokens
+            self._stats["decode_tokens"] += batch.num_tokens - batch.num_prefill_tokens
             finished = self.scheduler.on_step_done(batch)
             if self.debug_checks:
                 self.kv.check_integrity()

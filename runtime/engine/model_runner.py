@@ -17,11 +17,21 @@ from .request import Req
 
 @dataclass
 class ScheduledBatch:
-    """What one step computes: reqs[i] gets extend_lens[i] new tokens starting at its kv_len."""
+    """What one step computes: reqs[i] gets extend_lens[i] new tokens starting at its kv_len. The first
+    num_prefill requests are being admitted or chunk-prefilled; the rest decode (one token, or a few
+    jump-forward tokens, each)."""
     reqs: list[Req]
     extend_lens: list[int]
     out_cache_loc: torch.Tensor   # [sum(extend_lens)] int64 slots for the new tokens
-    is_prefill: bool              # admission / chunk step (else decode, possibly with jump-forward tokens)
+    num_prefill: int
+
+    @property
+    def is_prefill(self) -> bool:
+        return self.num_prefill > 0
+
+    @property
+    def num_prefill_tokens(self) -> int:
+        return sum(self.extend_lens[:self.num_prefill])
 
     @property
     def num_tokens(self) -> int:

@@ -18,7 +18,11 @@ from .request import FinishReason, Req, ReqStatus
 # admission keeps this fraction of each admitted request's remaining output budget (capped) free for decode
 DECODE_RESERVE_RATIO = 0.3
 DECODE_RESERVE_CAP = 256
-LPM_MAX_QUEUE = 128  # beyond this many waiting requests, LPM sorting costs more than it saves: use FCFS
+LPM_MAX_QUEUE = 128
+# mixed steps pad every decode row to the longest prefill chunk in the torch attention backend: cap chunks so
+# decode rows x chunk stays under this many padded query rows (never below MIN_CHUNK tokens)
+MIX_PAD_ROWS = 8192
+MIN_CHUNK = 64  # beyond this many waiting requests, LPM sorting costs more than it saves: use FCFS
 
 
 class Scheduler:
@@ -58,20 +62,34 @@ class Scheduler:
 
     # --- scheduling ------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch | None:
+        """Mixed mode (default when chunking): every step decodes all running requests and, in the same forward
+        pass, prefills admitted requests, each chunk capped so the padded attention stays small. Otherwise
+        prefill and decode steps alternate while both have work."""
         want_prefill = bool(self.waiting or self.chunked)
-        if want_prefill and self.running and self._last_was_prefill:
-            want_prefill = False  # let decode run between prefill steps
-        batch = self._schedule_prefill() if want_prefill else None
-        if batch is None and self.running:
-            batch = self._schedule_decode()
-        if batch is None and (self.waiting or self.chunked) and not want_prefill:
-            batch = self._schedule_prefill()
-        self._last_was_prefill = batch is not None and batch.is_prefill
-        return batch
+        mixed = self.config.enable_mixed_batch and self.config.chunked_prefill_size != -1
+        if want_prefill and self.running and not mixed and self._last_was_prefill:
+            want_prefill = False
+        decode = None
+        if self.running and (mixed or not want_prefill):
+            decode = self._schedule_decode()  # running requests first: may retract the newest
+        prefill = None
+        if want_prefill:
+            cap = MIX_PAD_ROWS // len(decode.reqs) if decode is not None else None
+            prefill = self._schedule_prefill(cap)
+        if prefill is None and decode is None and self.running:
+            decode = self._schedule_decode()
+        self._last_was_prefill = prefill is not None
+        if prefill is None or decode is None:
+            return prefill or decode
+        return ScheduledBatch(prefill.reqs + decode.reqs, prefill.extend_lens + decode.extend_lens,
+                              torch.cat([prefill.out_cache_loc, decode.out_cache_loc]), len(prefill.reqs))
 
-    def _schedule_prefill(self) -> ScheduledBatch | None:
+    def _schedule_prefill(self, per_req_cap: int | None = None) -> ScheduledBatch | None:
+        """Continues the chunked request, then admits waiting ones, within the token budget and memory. At most
+        one request ends the step mid-prompt (it becomes `chunked`)."""
         budget = self.config.prefill_budget
         chunking = self.config.chunked_prefill_size != -1
+        cap = max(per_req_cap or budget, MIN_CHUNK)
         reqs, lens, slots = [], [], []
         reserve = sum(self._decode_reserve(r) for r in self.running)
 
@@ -86,11 +104,13 @@ class Scheduler:
 
         if self.chunked is not None:
             req = self.chunked
-            n = min(req.num_pending, budget)
+            n = min(req.num_pending, budget, cap)
             if not take(req, n):
                 return None
             budget -= n
             reserve += self._decode_reserve(req)
+            if n < req.num_pending:
+                budget = 0
         for req in self._ordered_waiting():
             if budget <= 0 or len(self.running) + len(reqs) >= self.config.max_running_requests:
                 break
@@ -99,8 +119,8 @@ class Scheduler:
             if not self.kv.admit(req):
                 break
             n = req.num_pending
-            if n > budget and (chunking or reqs):
-                n = budget if chunking else 0
+            if n > min(budget, cap) and (chunking or reqs):
+                n = min(budget, cap) if chunking else 0
             need = n + reserve + self._decode_reserve(req)
             if n == 0 or need > self.kv.available or not take(req, n):
                 self.kv.release(req)
@@ -111,9 +131,11 @@ class Scheduler:
                 req.cached_tokens, req.admitted_once = req.cached_len, True
             budget -= n
             reserve += self._decode_reserve(req)
+            if n < req.num_pending:
+                break  # it continues as the chunked request
         if not reqs:
             return None
-        return ScheduledBatch(reqs, lens, torch.cat(slots), is_prefill=True)
+        return ScheduledBatch(reqs, lens, torch.cat(slots), len(reqs))
 
     def _ordered_waiting(self) -> list[Req]:
         reqs = list(self.waiting)
@@ -146,7 +168,7 @@ class Scheduler:
             if len(self.running) == 1:
                 raise RuntimeError(f"KV pool too small for one request ({self.running[0]}); raise max_total_tokens")
             self._retract(self.running.pop())
-        return ScheduledBatch(list(self.running), [r.num_pending for r in self.running], slots, is_prefill=False)
+        return ScheduledBatch(list(self.running), [r.num_pending for r in self.running], slots, 0)
 
     def _retract(self, req: Req) -> None:
         """Preempts req: its computed K/V goes to the cache (evictable), it re-queues at the front and later
@@ -164,9 +186,9 @@ class Scheduler:
         for r in finished:
             self.kv.release(r)
             r.status = ReqStatus.FINISHED
-        if batch.is_prefill:
+        if batch.num_prefill:
             self.chunked = None
-            for r in batch.reqs:
+            for r in batch.reqs[:batch.num_prefill]:
                 if r.finished:
                     continue
                 self.kv.cache_unfinished(r)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from .engine_client import EngineClient
 from .errors import APIError
 from .metrics import ServerMetrics
 from .middleware import GuardMiddleware
@@ -28,13 +29,15 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str | None = None,
-               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
-    """An ASGI app serving `engine`. The engine must already run its loop in a background thread."""
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_pending: int | None = None) -> FastAPI:
+    """An ASGI app serving `engine`, which must already run its loop in a background thread. `max_pending`:
+    engine requests in flight past which new ones get a 503 (None: no limit)."""
     info = model_info or ModelInfo.from_engine(engine)
     get_stats = getattr(engine, "get_stats", None)
     metrics = ServerMetrics(get_stats)
-    openai = OpenAIServing(engine, info, metrics)
-    native = NativeServing(engine, info, metrics)
+    client = EngineClient(engine, metrics, max_pending)
+    openai = OpenAIServing(client, info)
+    native = NativeServing(client, info)
     created = int(time.time())
 
     app = FastAPI(title="sglite", docs_url=None, redoc_url=None, openapi_url=None)

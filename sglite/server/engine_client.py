@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import time
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from starlette.requests import Request
 
@@ -125,10 +125,13 @@ class RequestStream:
     queued the request (or raises APIError(400) when the engine rejects it), so response headers need not wait
     for the first token. Then iterate `deltas()`; `cancel()` aborts it. Mutates `acc` as chunks arrive."""
 
-    def __init__(self, engine: Any, call: GenerateCall, metrics: ServerMetrics | None = None):
+    def __init__(self, engine: Any, call: GenerateCall, metrics: ServerMetrics | None = None,
+                 on_exit: Callable[[], None] | None = None):
         self.engine = engine
         self.call = call
         self.metrics = metrics
+        self._on_exit = on_exit  # called once: when the engine's stream ends, or start() never got that far
+        self._exited = False
         self.acc = Accumulated()
         self.rid: str | None = None
         self._queue: asyncio.Queue = asyncio.Queue()
@@ -139,9 +142,13 @@ class RequestStream:
         self._ttft_seen = False
 
     async def start(self) -> None:
-        if self.call.constraint is not None:
-            await asyncio.to_thread(_compile_grammar, self.engine, self.call.sampling_params)
-        self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+        try:
+            if self.call.constraint is not None:
+                await asyncio.to_thread(_compile_grammar, self.engine, self.call.sampling_params)
+            self._pump_task = asyncio.get_running_loop().create_task(self._pump())
+        except BaseException:
+            self._exit()
+            raise
         first = await self._queue.get()
         if isinstance(first, BaseException):
             raise _to_api_error(first, self.call)
@@ -209,10 +216,17 @@ class RequestStream:
             self._queue.put_nowait(e)
         finally:
             self._queue.put_nowait(_END)
+            self._exit()
             if self.metrics is not None:
                 self.metrics.inflight.dec()
                 if last:
                     self._finish_metrics(last.get("meta_info") or {})
+
+    def _exit(self) -> None:
+        if not self._exited:
+            self._exited = True
+            if self._on_exit is not None:
+                self._on_exit()
 
     def _record(self, delta: Delta) -> Delta:
         if self.metrics is None or not delta.token_ids:
@@ -271,17 +285,34 @@ def _to_api_error(err: BaseException, call: GenerateCall) -> APIError:
     return APIError(500, f"internal error: {type(err).__name__}: {err}", code="internal_error")
 
 
-async def start_all(engine: Any, calls: list[GenerateCall], metrics: ServerMetrics | None) -> list[RequestStream]:
-    """Start every call; if any is rejected, abort the ones already started and raise its error."""
-    streams = [RequestStream(engine, c, metrics) for c in calls]
-    results = await asyncio.gather(*(s.start() for s in streams), return_exceptions=True)
-    errors = [r for r in results if isinstance(r, BaseException)]
-    if errors:
-        for s, r in zip(streams, results):
-            if not isinstance(r, BaseException):
-                s.cancel()
-        raise errors[0]
-    return streams
+class EngineClient:
+    """The server's handle on the engine: starts requests and counts those in flight. Past `max_pending`
+    in-flight requests new ones get a 503 at once instead of growing the engine's queue without bound."""
+
+    def __init__(self, engine: Any, metrics: ServerMetrics | None = None, max_pending: int | None = None):
+        self.engine = engine
+        self.metrics = metrics
+        self.max_pending = max_pending
+        self.pending = 0  # engine requests whose stream has not ended; event-loop thread only
+
+    async def start_all(self, calls: list[GenerateCall]) -> list[RequestStream]:
+        """Start every call; if any is rejected, abort the ones already started and raise its error."""
+        if self.max_pending is not None and self.pending + len(calls) > self.max_pending:
+            raise APIError(503, f"server busy: {self.pending} requests in flight, the limit is {self.max_pending}; "
+                           "retry later", code="server_overloaded")
+        streams = [RequestStream(self.engine, c, self.metrics, on_exit=self._exit) for c in calls]
+        self.pending += len(streams)
+        results = await asyncio.gather(*(s.start() for s in streams), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            for s, r in zip(streams, results):
+                if not isinstance(r, BaseException):
+                    s.cancel()
+            raise errors[0]
+        return streams
+
+    def _exit(self) -> None:
+        self.pending -= 1
 
 
 async def collect(streams: list[RequestStream], request: Request) -> list[RequestStream]:

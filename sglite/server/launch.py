@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--api-key", default=None, help="require 'Authorization: Bearer KEY' on every request")
     p.add_argument("--max-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES, help="request body size limit")
+    p.add_argument("--max-pending-requests", type=int, default=None,
+                   help="engine requests in flight past which new ones get HTTP 503 (default: no limit)")
     p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"], help="model weights dtype")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     group = p.add_argument_group("engine options")
@@ -98,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import uvicorn
 
-    app = create_app(engine, info, api_key=args.api_key, max_body_bytes=args.max_body_bytes)
+    app = create_app(engine, info, api_key=args.api_key, max_body_bytes=args.max_body_bytes,
+                     max_pending=args.max_pending_requests)
     print(f"sglite serve: {info.name} (context {info.max_context}) on http://{args.host}:{args.port}", file=sys.stderr)
     try:
         uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, timeout_graceful_shutdown=5)

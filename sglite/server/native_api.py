@@ -14,7 +14,7 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .engine_client import GenerateCall, RequestStream, collect, start_all
+from .engine_client import GenerateCall, RequestStream, EngineClient, collect
 from .errors import APIError, bad_request
 from .model_info import ModelInfo
 from .protocol import GenerateRequest
@@ -74,10 +74,9 @@ def generate_calls(req: GenerateRequest, vocab_size: int) -> tuple[list[Generate
 
 
 class NativeServing:
-    def __init__(self, engine: Any, info: ModelInfo, metrics: Any):
-        self.engine = engine
+    def __init__(self, client: EngineClient, info: ModelInfo):
+        self.client = client
         self.info = info
-        self.metrics = metrics
 
     async def generate(self, req: GenerateRequest, request: Request) -> Response:
         calls, batch = generate_calls(req, self.info.vocab_size)
@@ -86,7 +85,7 @@ class NativeServing:
         calls = [dataclasses.replace(c, text=None, input_ids=await asyncio.to_thread(encode, c.text))
                  if c.text is not None and len(c.text) > LONG_TEXT_CHARS else c for c in calls]
         try:
-            streams = await start_all(self.engine, calls, self.metrics)
+            streams = await self.client.start_all(calls)
         except APIError as e:
             if e.param in ("max_tokens", "min_tokens"):  # native callers use the engine's own names
                 e.param = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}[e.param]

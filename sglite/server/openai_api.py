@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .engine_client import GenerateCall, RequestStream, collect, start_all
+from .engine_client import GenerateCall, RequestStream, EngineClient, collect
 from .errors import APIError, bad_request
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
@@ -28,10 +28,9 @@ _PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "
 
 
 class OpenAIServing:
-    def __init__(self, engine: Any, info: ModelInfo, metrics: Any):
-        self.engine = engine
+    def __init__(self, client: EngineClient, info: ModelInfo):
+        self.client = client
         self.info = info
-        self.metrics = metrics
         self.logprobs = LogprobFormatter(info)
 
     # --- chat -------------------------------------------------------------------------------------------------
@@ -244,7 +243,7 @@ class OpenAIServing:
 
     async def _start(self, req: Any, calls: list[GenerateCall]) -> list[RequestStream]:
         try:
-            return await start_all(self.engine, calls, self.metrics)
+            return await self.client.start_all(calls)
         except APIError as e:
             if e.param == "json_schema" and req.response_format is not None and req.json_schema is None:
                 e.param = "response_format"

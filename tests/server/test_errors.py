@@ -1,6 +1,8 @@
 """Bad input gets a 4xx with an OpenAI-style error body naming the problem; the server keeps serving."""
 from __future__ import annotations
 
+import time
+
 import httpx
 import openai
 import pytest
@@ -120,3 +122,22 @@ def test_json_without_content_type_is_accepted(http):
     r = http.post("/v1/completions", content=b'{"prompt": "hi", "max_tokens": 2}',
                   headers={"content-type": "application/x-www-form-urlencoded"})  # what `curl -d` sends
     assert r.status_code == 200, r.text
+
+
+def test_overload_is_503_and_recovers(engine_and_info):
+    from sglite.server import ServerThread, create_app
+
+    engine, info = engine_and_info
+    body = {"text": "Go", "sampling_params": {"max_new_tokens": 200, "ignore_eos": True}, "stream": True}
+    with ServerThread(create_app(engine, info, max_pending=2)) as s, httpx.Client(base_url=s.url, timeout=60) as c:
+        with c.stream("POST", "/generate", json=body) as a, c.stream("POST", "/generate", json=body) as b:
+            assert a.status_code == b.status_code == 200
+            err = _error(c.post("/generate", json={"text": "x"}), 503)
+            assert err["code"] == "server_overloaded"
+        # both streams were dropped (aborted); once their engine requests end, new ones are accepted again
+        for _ in range(200):
+            r = c.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 1}})
+            if r.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert r.status_code == 200

@@ -116,7 +116,7 @@ def test_generate_n_samples(http):
     assert http.post("/generate", json={"text": "Hi", "sampling_params": {"n": 0}}).status_code == 400
 
 
-def test_generate_long_text_over_context(http, engine_and_info):
+def test_generate_long_text_over_context(http, engine_and_info, real_engine):
     long_text = "word " * (2 * engine_and_info[1].max_context)  # tokenized on a worker thread (> 4096 chars)
     r = http.post("/generate", json={"text": long_text, "sampling_params": {"max_new_tokens": 2}})
     assert r.status_code == 400 and r.json()["error"]["param"] == "text"

@@ -123,7 +123,7 @@ def test_chat_stream_n2(client):
     assert [c.message.content for c in full.choices] == [texts[0], texts[1]]  # seed + i per choice: reproducible
 
 
-def test_completions_echo_logprobs(client, engine_and_info):
+def test_completions_echo_logprobs(client, engine_and_info, real_engine):
     r = client.completions.create(model="tiny", prompt="One two three", max_tokens=2, temperature=0, echo=True,
                                   logprobs=1)
     choice = r.choices[0]

@@ -20,7 +20,7 @@ def test_generate_and_stream(endpoint):
     assert chunks[-1]["meta_info"]["finish_reason"] == out["meta_info"]["finish_reason"]
 
 
-def test_commit_prefix_and_select(endpoint):
+def test_commit_prefix_and_select(endpoint, real_engine):
     from sglite.backend.base import Prompt
     from sglite.lang.choices import token_length_normalized
 

@@ -42,7 +42,23 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--limit", type=int, default=None, help="only the first N documents")
+    ap.add_argument("--allow-extra-keys", action="store_true",
+                    help="let the model add keys the schema does not name (default: objects are closed while "
+                         "generating, which keeps outputs short; validation uses the schema as given)")
     return ap
+
+
+def closed_schema(schema: Any) -> Any:
+    """A copy of `schema` where every object that lists `properties` and says nothing about
+    `additionalProperties` gets `additionalProperties: false`."""
+    if isinstance(schema, list):
+        return [closed_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: closed_schema(v) for k, v in schema.items()}
+    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 def _load_docs(path: Path, text_field: str, id_field: str, limit: int | None) -> list[tuple[Any, str]]:
@@ -102,7 +118,7 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         print(f"loading model on {device} ...", file=sys.stderr)
         backend = Runtime(args.model, device=device)
-    schema_json = json.dumps(schema)
+    schema_json = json.dumps(schema if args.allow_extra_keys else closed_schema(schema))
     t0 = time.perf_counter()
     try:
         states = extract_program.run_batch(
@@ -122,7 +138,10 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
             err = st.error()
             raw = None if err else st["record"]
             line: dict[str, Any] = {"id": doc_id}
-            if err is None:
+            finish = (st.get_meta_info("record") or {}).get("finish_reason") or {} if err is None else {}
+            if err is None and finish.get("type") == "length":
+                line.update(error=f"output cut at --max-tokens {args.max_tokens}; raise it", raw=raw)
+            elif err is None:
                 try:
                     record = json.loads(raw)
                     problems = [e.message for e in validator.iter_errors(record)]

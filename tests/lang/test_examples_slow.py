@@ -73,5 +73,6 @@ def test_extract_cli_on_real_model(rt, tmp_path):
     (tmp_path / "p.txt").write_text("Extract the company name and its revenue in millions as JSON.")
     (tmp_path / "d.jsonl").write_text(json.dumps({"id": 1, "text": "Acme Corp had revenue of $12.5 million."}) + "\n")
     rc = main(["--schema", str(tmp_path / "s.json"), "--prompt", str(tmp_path / "p.txt"), "--input",
-               str(tmp_path / "d.jsonl"), "--output", str(tmp_path / "o.jsonl"), "--max-tokens", "64"], backend=rt)
+               str(tmp_path / "d.jsonl"), "--output", str(tmp_path / "o.jsonl"), "--max-tokens", "96"], backend=rt)
+    assert "error" not in json.loads((tmp_path / "o.jsonl").read_text()), (tmp_path / "o.jsonl").read_text()
     assert rc == 0

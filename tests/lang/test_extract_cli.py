@@ -44,3 +44,13 @@ def test_extract_bad_inputs_fail_fast(tmp_path, capsys):
     (tmp_path / "s.json").write_text("{not json")
     assert main(args, backend=sgl.Runtime(engine=FakeEngine())) == 2
     assert "s.json" in capsys.readouterr().err
+
+
+def test_closed_schema_only_closes_open_objects():
+    from sglite.extract import closed_schema
+    s = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}},
+                                          "c": {"type": "object", "additionalProperties": True,
+                                                "properties": {}}}}
+    out = closed_schema(s)
+    assert out["additionalProperties"] is False and out["properties"]["a"]["additionalProperties"] is False
+    assert out["properties"]["c"]["additionalProperties"] is True and "additionalProperties" not in s

@@ -59,6 +59,13 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
                                              "owned_by": "sglite", "root": info.path or info.name,
                                              "max_model_len": info.max_context}]}
 
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> dict:
+        if model_id != info.name:
+            raise APIError(404, f"model {model_id!r} does not exist; this server serves {info.name!r}",
+                           param="model", code="model_not_found")
+        return (await models())["data"][0]
+
     @app.post("/generate")
     async def generate(request: Request) -> Response:
         return await native.generate(await parse_body(request, GenerateRequest), request)
@@ -111,7 +118,7 @@ async def parse_body(request: Request, model: type[BaseModel]) -> Any:
 def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(APIError)
     async def api_error(_: Request, exc: APIError) -> Response:
-        return JSONResponse(exc.body(), status_code=exc.status)
+        return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(_: Request, exc: RequestValidationError) -> Response:

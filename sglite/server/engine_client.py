@@ -299,7 +299,7 @@ class EngineClient:
         """Start every call; if any is rejected, abort the ones already started and raise its error."""
         if self.max_pending is not None and self.pending + len(calls) > self.max_pending:
             raise APIError(503, f"server busy: {self.pending} requests in flight, the limit is {self.max_pending}; "
-                           "retry later", code="server_overloaded")
+                           "retry later", code="server_overloaded", headers={"Retry-After": "1"})
         streams = [RequestStream(self.engine, c, self.metrics, on_exit=self._exit) for c in calls]
         self.pending += len(streams)
         results = await asyncio.gather(*(s.start() for s in streams), return_exceptions=True)

@@ -25,8 +25,9 @@ class APIError(Exception):
     """Raised anywhere in a handler; rendered as an OpenAI-style JSON error with `status`."""
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
-                 type: str | None = None):
+                 type: str | None = None, headers: dict[str, str] | None = None):
         super().__init__(message)
+        self.headers = headers
         self.status = status
         self.message = message
         self.param = param

@@ -132,8 +132,8 @@ def test_overload_is_503_and_recovers(engine_and_info):
     with ServerThread(create_app(engine, info, max_pending=2)) as s, httpx.Client(base_url=s.url, timeout=60) as c:
         with c.stream("POST", "/generate", json=body) as a, c.stream("POST", "/generate", json=body) as b:
             assert a.status_code == b.status_code == 200
-            err = _error(c.post("/generate", json={"text": "x"}), 503)
-            assert err["code"] == "server_overloaded"
+            busy = c.post("/generate", json={"text": "x"})
+            assert _error(busy, 503)["code"] == "server_overloaded" and busy.headers["retry-after"] == "1"
         # both streams were dropped (aborted); once their engine requests end, new ones are accepted again
         for _ in range(200):
             r = c.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 1}})

@@ -9,8 +9,13 @@ MESSAGES = [{"role": "user", "content": "Say hello."}]
 
 
 def test_models(client):
+    import openai
+
     models = client.models.list()
     assert [m.id for m in models.data] == ["tiny"]
+    assert client.models.retrieve("tiny").id == "tiny"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-9")
 
 
 def test_chat_completion(client):

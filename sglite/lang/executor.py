@@ -105,7 +105,7 @@ class StreamExecutor:
         """Record `error` (first one wins), skip the remaining nodes, and wake every reader."""
         if self.error is None:
             self.error = error
-        for event in self._events.values():
+        for event in list(self._events.values()):
             event.set()
 
     def fork(self, n: int) -> list["StreamExecutor"]:
@@ -168,7 +168,10 @@ class StreamExecutor:
     def _run_node(self, node: Expr) -> None:
         if self.trace is not None:
             self.trace.append(node)
-        if self.error is not None:
+        if self.error is not None:   # skipped; a reader of its variable gets the error, not a hang
+            event = self._events.get(getattr(node, "name", None) or "")
+            if event is not None:
+                event.set()
             return
         try:
             getattr(self, "_exec_" + node.op)(node)

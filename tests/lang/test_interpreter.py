@@ -301,3 +301,17 @@ def test_run_batch_generator_style():
 
     gen = prog.run_batch([{"x": "a"}, {"x": "b"}], backend=be, generator_style=True)
     assert [st["y"] for st in gen] == ["a", "b"]
+
+
+def test_reading_a_variable_submitted_after_a_failure_raises_instead_of_hanging():
+    be = Runtime(engine=FakeEngine(fail_on="BOOM", latency=0.05))
+
+    @sgl.function
+    def prog(s):
+        s += "BOOM" + sgl.gen("a")
+        time.sleep(0.2)                 # the first call has failed by now
+        s += sgl.gen("b")
+        return s["b"]
+
+    with pytest.raises(sgl.ProgramError, match="scripted failure"):
+        prog.run(backend=be)

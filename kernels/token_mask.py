@@ -44,6 +44,13 @@ def _check(logits: torch.Tensor, bitmask: torch.Tensor, indices: torch.Tensor | 
                          f"bitmask.to(logits.device, non_blocking=True)")
 
 
+@functools.cache
+def _forbidden_byte_table(device: torch.device) -> torch.Tensor:
+    """[256] int64: byte j of entry i is 1 where bit j of i is 0 (token forbidden), else 0."""
+    bits = (torch.arange(256, device=device)[:, None] >> torch.arange(8, device=device)) & 1       # [256, 8]
+    return ((1 - bits) << (8 * torch.arange(8, device=device))).sum(1)
+
+
 def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
                               indices: torch.Tensor | None = None) -> None:
     """Reference and CPU path. Mutates `logits`: disallowed tokens become -inf. Vectorised, no Python loops.
@@ -55,11 +62,13 @@ def apply_token_bitmask_torch(logits: torch.Tensor, bitmask: torch.Tensor,
         logits[indices] = rows
         return
     B, V = logits.shape
-    # byte k of little-endian word w holds tokens 32w + 8k .. 32w + 8k + 7; a [256, 8] table unpacks a byte
-    byte_bits = (torch.arange(256, device=bitmask.device)[:, None] >> torch.arange(8, device=bitmask.device)) & 1
-    forbidden_bits = byte_bits == 0                                       # [256, 8] bool
-    packed = bitmask.contiguous().view(torch.uint8).to(torch.int64)      # [B, 4W]
-    forbidden = forbidden_bits[packed].view(B, -1)[:, :V]                 # [B, 32W] -> [B, V]
+    if B == 0 or V == 0:
+        return
+    # little-endian: byte k of word w holds tokens 32w + 8k .. 32w + 8k + 7. One int64 lookup per byte yields
+    # those 8 tokens' forbidden flags as 8 bytes, which reinterpret as 8 bools (no per-bit arithmetic).
+    packed = bitmask.contiguous().view(torch.uint8).reshape(-1).to(torch.int64)          # [B * 4W]
+    flags = torch.index_select(_forbidden_byte_table(bitmask.device), 0, packed)         # [B * 4W] int64
+    forbidden = flags.view(torch.uint8).view(torch.bool).view(B, -1)[:, :V]               # [B, 32W] -> [B, V]
     logits.masked_fill_(forbidden, float("-inf"))
 
 

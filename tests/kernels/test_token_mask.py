@@ -37,6 +37,10 @@ def test_reference_ignores_bits_past_vocab_and_wider_masks():
     assert torch.isinf(logits[0, [1, 3]]).all() and (logits[0, [0, 2, 4]] == 0).all()
 
 
+def test_empty_batch_is_a_no_op():
+    apply_token_bitmask_torch(torch.zeros(0, 70), torch.zeros(0, 3, dtype=torch.int32))
+
+
 def test_all_allowed_mask_changes_nothing():
     logits = torch.randn(2, 70)
     out = logits.clone()

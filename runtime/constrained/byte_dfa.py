@@ -44,8 +44,31 @@ class ByteDFA:
         h.update(np.int64(start).tobytes())
         self.key = h.hexdigest()              # structural identity: mask caches are shared between equal DFAs
         self.table_list = table.tolist()      # python rows for the byte-at-a-time stepper
+        self._char_dist = None
         self.accepting_list = accepting.tolist()
         self.boundary_list = boundary.tolist()
+
+    @property
+    def char_dist(self) -> np.ndarray:
+        """[n + 1] int64: fewest characters (counted as for maxLength) needed to reach acceptance from each
+        state; the extra last entry (dead) is huge."""
+        if self._char_dist is None:
+            n = self.num_states
+            big = 1 << 40
+            dist = np.full(n + 1, big, np.int64)
+            dist[:n][self.accepting] = 0
+            src, byte = np.nonzero(self.table >= 0)
+            dst = self.table[src, byte]
+            w = (self.boundary[src] & (byte != 0x22)).astype(np.int64)
+            while True:   # Bellman-Ford; weights are 0/1 and DFAs are small
+                cand = np.full(n + 1, big, np.int64)
+                np.minimum.at(cand, src, dist[dst] + w)
+                new = np.minimum(dist, cand)
+                if (new == dist).all():
+                    break
+                dist = new
+            self._char_dist = dist
+        return self._char_dist
 
     def is_empty(self) -> bool:
         """True when the automaton accepts nothing (after trimming, the start state is then a dead end)."""

@@ -78,7 +78,7 @@ class Grammar:
                         c += 1
                         if node.max_chars is None:
                             c = min(c, node.min_chars)
-                    ok = (node.max_chars is None or c <= node.max_chars) and \
+                    ok = (node.max_chars is None or c + dfa.char_dist[ns] <= node.max_chars) and \
                         (not dfa.accepting_list[ns] or c >= node.min_chars)
                 else:
                     ok = True
@@ -269,10 +269,11 @@ class Grammar:
             else:
                 node, counted, c = None, False, 0
                 dfa, s = self.key_dfa(top[1], top[2], top[3]), top[4]
-            inside, inc, leaving = idx.classify(dfa, s)
+            inside, inc, leaving, end_state = idx.classify(dfa, s)
             mask = inside.copy()
             if counted and node.max_chars is not None:
-                mask &= inc <= node.max_chars - c
+                # room must remain for the shortest completion the lexeme DFA still needs
+                mask &= inc + dfa.char_dist[end_state] <= node.max_chars - c
             if dfa.accepting_list[s]:
                 # the lexeme may end right here: every token allowed after it is allowed now
                 below = self._finish(stack, s)

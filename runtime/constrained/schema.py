@@ -25,12 +25,16 @@ from .regex import RegexUnsupported, regex_to_char_fsm
 ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "deprecated",
                "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$defs",
                "definitions", "$anchor", "$dynamicAnchor", "$vocabulary"}
-UNSUPPORTED = {"not", "if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains",
+UNSUPPORTED = {"if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains",
                "minContains", "maxContains", "uniqueItems", "patternProperties", "propertyNames",
                "unevaluatedProperties", "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef",
                "$recursiveAnchor"}
 KINDS = ("null", "boolean", "number", "string", "array", "object")
 TYPES = {"null", "boolean", "integer", "number", "string", "array", "object"}
+# formats defined by JSON Schema; any other "format" value is an annotation that validators ignore
+STANDARD_FORMATS = {"date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+                    "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+                    "json-pointer", "relative-json-pointer", "regex"}
 MAX_LENGTH_STATES = 4000
 MAX_NODES = 20_000
 
@@ -207,6 +211,8 @@ class SchemaCompiler:
 
     def compile_flat(self, schema: dict, ptr: str) -> int:
         """A schema without applicators ($ref/allOf/anyOf/oneOf)."""
+        if "not" in schema:
+            schema = self.apply_not(schema, ptr)
         if "const" in schema or "enum" in schema:
             return self.compile_enum(schema, ptr)
         types = schema.get("type")
@@ -228,12 +234,52 @@ class SchemaCompiler:
             return self.never()
         return alts[0] if len(alts) == 1 else self.add(UnionNode(tuple(alts)))
 
+    def apply_not(self, schema: dict, ptr: str) -> dict:
+        """Rewrite the `not` forms we can express positively: not true/{}/false, not {type}, and not
+        {enum/const} of strings, booleans and null (excluded values). Anything else is unsupported."""
+        neg, _ = self.deref(schema["not"], f"{ptr}/not")
+        out = {k: v for k, v in schema.items() if k != "not"}
+        if isinstance(neg, dict):
+            neg = {k: v for k, v in neg.items() if k not in ANNOTATIONS}
+        if neg is True or neg == {}:
+            return {"type": []}
+        if neg is False:
+            return out
+        if set(neg) == {"type"}:
+            t = neg["type"] if isinstance(neg["type"], list) else [neg["type"]]
+            cur = out.get("type", sorted(TYPES))
+            cur = set(cur if isinstance(cur, list) else [cur])
+            if "integer" in cur and "number" in cur:
+                cur.discard("integer")
+            if "integer" in t and "number" in cur and "number" not in t:
+                raise UnsupportedSchemaError("not", ptr, "'not integer' over numbers is not supported")
+            out["type"] = sorted(x for x in cur if x not in t and not (x == "integer" and "number" in t))
+            return out
+        if set(neg) <= {"enum", "const", "type"} and ("enum" in neg or "const" in neg):
+            vals = list(neg["enum"]) if "enum" in neg else [neg["const"]]
+            if "type" in neg:
+                nt = neg["type"] if isinstance(neg["type"], list) else [neg["type"]]
+                vals = [v for v in vals if _kind(v) in {"number" if x == "integer" else x for x in nt}]
+            excl = list(out.get("$exclude", []))
+            for v in vals:
+                if _kind(v) not in ("string", "null", "boolean"):
+                    raise UnsupportedSchemaError("not", ptr, "only strings, booleans and null can be excluded")
+                excl.append(v)
+            out["$exclude"] = excl
+            return out
+        raise UnsupportedSchemaError("not", ptr, "only not {type}, not {enum/const} of strings/booleans/null "
+                                     "and not true/false are supported")
+
     # --- scalars ---------------------------------------------------------------------------------------------------
     def t_null(self, s: dict, ptr: str) -> int:
+        if any(v is None for v in s.get("$exclude", [])):
+            return self.never()
         return self.lex_regex("null")
 
     def t_boolean(self, s: dict, ptr: str) -> int:
-        return self.lex_regex("true|false")
+        ex = [v for v in s.get("$exclude", []) if isinstance(v, bool)]
+        opts = [w for w, v in (("true", True), ("false", False)) if v not in ex]
+        return self.lex_regex("|".join(opts)) if opts else self.never()
 
     def _bounds(self, s: dict, ptr: str):
         lo = s.get("minimum")
@@ -285,22 +331,35 @@ class SchemaCompiler:
                 fsm = regex_to_char_fsm(s["pattern"], True)
             except RegexUnsupported as e:
                 raise UnsupportedSchemaError("pattern", ptr, str(e)) from None
-        if "format" in s:
+        if "format" in s and s["format"] in STANDARD_FORMATS:   # unknown formats are annotations (spec)
             f = s["format"]
             if f not in FORMATS:
                 raise UnsupportedSchemaError("format", ptr, f"format {f!r} is not enforced (supported: "
                                              f"{', '.join(sorted(FORMATS))})")
             ffsm = regex_to_char_fsm(FORMATS[f], False)
             fsm = ffsm if fsm is None else intersect(fsm, ffsm)
+        excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
+        if excluded:
+            ex_fsm = literal_trie({}, True, excluded)
+            if fsm is None:
+                d = self.dfa(("notwords", excluded), lambda: words_dfa({}, True, excluded, self.canonical))
+                return self.add(LexNode(d, min_len, max_len))
+            fsm = intersect(fsm, ex_fsm)
         if fsm is None:
             return self.plain_string(min_len, max_len)
+        if min_len == 0 and max_len is not None:
+            # exact without a product automaton: with no lower bound, a state is live iff its shortest
+            # completion fits in what maxLength leaves (LexNode counts characters, char_dist checks the rest)
+            key = ("strfsm", s.get("pattern"), s.get("format"), excluded)
+            d = self.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, self.canonical))
+            return self.add(LexNode(d, 0, max_len))
         if min_len or max_len is not None:
             try:
                 fsm = with_length(fsm, min_len, max_len, MAX_LENGTH_STATES)
             except OverflowError:
                 raise UnsupportedSchemaError("maxLength" if max_len is not None else "minLength", ptr,
                                              "length bounds together with a pattern/format are too large") from None
-        key = ("strfsm", s.get("pattern"), s.get("format"), min_len, max_len)
+        key = ("strfsm", s.get("pattern"), s.get("format"), excluded, min_len, max_len)
         try:
             d = self.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, self.canonical))
         except OverflowError as e:
@@ -312,7 +371,9 @@ class SchemaCompiler:
         values = list(s["enum"]) if "enum" in s else [s["const"]]
         if "enum" in s and "const" in s:
             values = [v for v in values if _eq(v, s["const"])]
-        rest = {k: v for k, v in s.items() if k not in ("enum", "const") and k not in ANNOTATIONS}
+        excluded = s.get("$exclude", [])
+        values = [v for v in values if not any(_eq(v, x) for x in excluded)]
+        rest = {k: v for k, v in s.items() if k not in ("enum", "const", "$exclude") and k not in ANNOTATIONS}
         if rest:
             import jsonschema
             doc = dict(rest)
@@ -521,23 +582,29 @@ class SchemaCompiler:
         return None
 
     def disjoint(self, a: Any, b: Any, ptr: str) -> bool:
-        if not (self.kinds(a, ptr) & self.kinds(b, ptr)):
+        """Whether no value can match both schemas (sound, not complete)."""
+        common = self.kinds(a, ptr) & self.kinds(b, ptr)
+        if not common:
             return True
         va, vb = self.values(a), self.values(b)
         if va is not None and vb is not None and not any(_eq(x, y) for x in va for y in vb):
             return True
         a, _ = self.deref(a, ptr)
         b, _ = self.deref(b, ptr)
-        if isinstance(a, dict) and isinstance(b, dict):
-            # discriminator: a property required by both whose allowed values do not overlap
-            ra, rb = set(a.get("required", [])), set(b.get("required", []))
-            pa, pb = a.get("properties", {}), b.get("properties", {})
-            for name in ra & rb:
-                xa, xb = self.values(pa.get(name)), self.values(pb.get(name))
-                if xa is not None and xb is not None and not any(_eq(x, y) for x in xa for y in xb):
-                    # both must be objects for the discriminator to decide
-                    if self.kinds(a, ptr) <= {"object"} and self.kinds(b, ptr) <= {"object"}:
-                        return True
+        if common != {"object"} or not isinstance(a, dict) or not isinstance(b, dict):
+            return False
+        ra, rb = set(a.get("required", [])), set(b.get("required", []))
+        pa, pb = a.get("properties", {}), b.get("properties", {})
+        # discriminator: a property required by both whose allowed values do not overlap
+        for name in ra & rb:
+            xa, xb = self.values(pa.get(name)), self.values(pb.get(name))
+            if xa is not None and xb is not None and not any(_eq(x, y) for x in xa for y in xb):
+                return True
+        # one side forbids other names and the other side requires a name outside its properties
+        for x, rx_other in ((a, rb), (b, ra)):
+            if x.get("additionalProperties", True) is False and "patternProperties" not in x:
+                if any(r not in x.get("properties", {}) for r in rx_other):
+                    return True
         return False
 
     def check_disjoint(self, alts: list, ptr: str) -> None:

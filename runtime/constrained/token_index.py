@@ -144,7 +144,7 @@ class TokenIndex:
                     c += 1
                 s = ns
             leaving.append((t, ends))
-        out = (inside, tok_inc, leaving)
+        out = (inside, tok_inc, leaving, tok_state)
         with self._lock:
             if len(self._cache) > 50_000:
                 self._cache.clear()

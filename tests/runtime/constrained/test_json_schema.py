@@ -160,3 +160,33 @@ def test_unsatisfiable_parts_are_never_offered(tokenizer, compiler):
     m = g.matcher()
     assert m.advance_bytes(b"{")
     assert m.forced_text() == "}"
+
+
+def test_pattern_with_max_length_has_no_dead_ends(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "string", "pattern": "^a+b$", "maxLength": 3})
+    assert accepts(tokenizer, g, "ab") and accepts(tokenizer, g, "aab")
+    assert not accepts(tokenizer, g, "aaab")
+    m = compiler.compile_json_schema({"type": "string", "pattern": "^a+b$", "maxLength": 3},
+                                     whitespace="compact").matcher()
+    assert m.advance_bytes(b'"aa')
+    assert m.forced_text() == 'b"'           # a third 'a' would leave no room for the 'b'
+
+
+def test_not_forms(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "string", "not": {"enum": ["red", "blue"]}})
+    assert accepts(tokenizer, g, "green") and accepts(tokenizer, g, "redd") and accepts(tokenizer, g, "re")
+    assert not accepts(tokenizer, g, "red") and not accepts(tokenizer, g, "blue")
+    g = compiler.compile_json_schema({"not": {"type": ["string", "object"]}})
+    assert accepts(tokenizer, g, 1) and accepts(tokenizer, g, [1]) and not accepts(tokenizer, g, "x")
+    g = compiler.compile_json_schema({"type": "boolean", "not": {"const": False}})
+    assert accepts(tokenizer, g, True) and not accepts(tokenizer, g, False)
+    with pytest.raises(UnsupportedSchemaError, match="not"):
+        compiler.compile_json_schema({"not": {"minimum": 3}})
+
+
+def test_one_of_disjoint_by_closed_objects(tokenizer, compiler):
+    g = compiler.compile_json_schema({"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"], "additionalProperties": False},
+        {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"], "additionalProperties": False}]})
+    assert accepts(tokenizer, g, {"a": "x"}) and accepts(tokenizer, g, {"b": "x"})
+    assert not accepts(tokenizer, g, {"a": "x", "b": "y"})

@@ -34,8 +34,10 @@ def token_prompts(tok, rng, n, prefix_tokens, question_tokens) -> list[list[int]
             for _ in range(n)]
 
 
-def summarize(outs: list[dict], wall: float) -> dict:
-    ttft = [o["meta_info"]["ttft"] for o in outs]
+def summarize(outs: list[dict], wall: float, offsets: list[float] | None = None) -> dict:
+    """offsets: per request, seconds between the run's start and its submission (added to TTFT)."""
+    offsets = offsets or [0.0] * len(outs)
+    ttft = [o["meta_info"]["ttft"] + off for o, off in zip(outs, offsets)]
     tpot = [(o["meta_info"]["e2e_latency"] - o["meta_info"]["ttft"]) / max(o["meta_info"]["completion_tokens"] - 1, 1)
             for o in outs]
     toks = sum(o["meta_info"]["completion_tokens"] for o in outs)
@@ -77,7 +79,7 @@ def shared_prefix(model, args) -> None:
         stats = e.get_stats()
         s["cached"] = sum(o["meta_info"]["cached_tokens"] for o in outs)
         s["hit"] = s["cached"] / prompt_tokens
-        s["passes"] = stats["forward_passes"] - 2
+        s["passes"] = stats["forward_passes"] - 2  # minus the warm-up
         outputs = [o["output_ids"] for o in outs]
         e.shutdown()
         rows.append((name, s))
@@ -86,14 +88,16 @@ def shared_prefix(model, args) -> None:
     if not args.no_transformers:
         rows.append(("transformers generate (one batch)", hf_generate(args, prompts, out_len)))
     on = rows[0][1]
-    print("| system | wall s | throughput out tok/s | mean TTFT s | mean TPOT s | cached tokens | cache hit rate | speed-up of cache on |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("| system | wall s | forward passes | throughput out tok/s | mean TTFT s | mean TPOT s | cached tokens | "
+          "cache hit rate | cache-on speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name, s in rows:
         if "hit" in s:
-            print(f"| {name} | {s['wall']:.1f} | {s['out_tok_s']:.1f} | {s['ttft']:.2f} | {s['tpot']:.3f} | "
-                  f"{s['cached']} | {s['hit']:.1%} | {s['wall'] / on['wall']:.1f}x |")
+            print(f"| {name} | {s['wall']:.1f} | {s['passes']} | {s['out_tok_s']:.1f} | {s['ttft']:.2f} | "
+                  f"{s['tpot']:.3f} | {s['cached']} | {s['hit']:.1%} | {s['wall'] / on['wall']:.1f}x |")
         else:
-            print(f"| {name} | {s['wall']:.1f} | {s['out_tok_s']:.1f} | - | - | - | - | {s['wall'] / on['wall']:.1f}x |")
+            print(f"| {name} | {s['wall']:.1f} | - | {s['out_tok_s']:.1f} | - | - | - | - | "
+                  f"{s['wall'] / on['wall']:.1f}x |")
     print(f"\ncached tokens: {on['cached']} of ideal {ideal} ((n-1) x shared prefix) = {on['cached'] / ideal:.1%}; "
           f"greedy outputs identical with cache on/off: {same}")
 
@@ -114,6 +118,7 @@ def hf_generate(args, prompts: list[list[int]], out_len: int) -> dict:
     ids = torch.tensor([[2] * (width - len(p)) + p for p in prompts])       # left padding
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
     with torch.no_grad():
+        _hf.generate(ids[:1, -8:], max_new_tokens=2, do_sample=False, pad_token_id=2)  # warm-up
         t = time.perf_counter()
         _hf.generate(ids, attention_mask=mask, max_new_tokens=out_len, min_new_tokens=out_len, do_sample=False,
                      pad_token_id=2)
@@ -168,26 +173,27 @@ def continuous(model, args) -> None:
     e = engine(model, max_running_requests=batch, max_total_tokens=n * (hi + 64))
     e.generate(input_ids=[1, 2, 3], sampling_params={"max_new_tokens": 2})
     e.flush_cache()
+    passes = e.get_stats()["forward_passes"]
     t = time.perf_counter()
     outs = e.generate(input_ids=prompts, sampling_params=sps)
     rows.append(("continuous batching (sglite)", summarize(outs, time.perf_counter() - t), outs))
+    rows[-1][1]["passes"] = e.get_stats()["forward_passes"] - passes
     e.flush_cache()
+    passes = e.get_stats()["forward_passes"]
     t = time.perf_counter()
-    static = []
+    static, offsets = [], []
     for i in range(0, n, batch):  # a batch runs until its longest request is done, then the next starts
+        offsets += [time.perf_counter() - t] * len(prompts[i:i + batch])
         static += e.generate(input_ids=prompts[i:i + batch], sampling_params=sps[i:i + batch])
-    wall = time.perf_counter() - t
-    s = summarize(static, wall)
-    # static batching returns a batch only when its longest member is done
-    s["e2e"] = statistics.mean(max(o["meta_info"]["e2e_latency"] for o in static[i:i + batch])
-                               for i in range(0, n, batch))
+    s = summarize(static, time.perf_counter() - t, offsets)
+    s["passes"] = e.get_stats()["forward_passes"] - passes
     rows.append(("static batches (same engine)", s, static))
     e.shutdown()
-    print("| mode | wall s | throughput out tok/s | requests/s | mean TTFT s | mean TPOT s |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| mode | wall s | forward passes | throughput out tok/s | requests/s | mean TTFT s | mean TPOT s |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, s, _ in rows:
-        print(f"| {name} | {s['wall']:.1f} | {s['out_tok_s']:.1f} | {s['req_s']:.2f} | {s['ttft']:.2f} | "
-              f"{s['tpot']:.3f} |")
+        print(f"| {name} | {s['wall']:.1f} | {s['passes']} | {s['out_tok_s']:.1f} | {s['req_s']:.2f} | "
+              f"{s['ttft']:.2f} | {s['tpot']:.3f} |")
     print(f"\ncontinuous / static throughput: {rows[0][1]['out_tok_s'] / rows[1][1]['out_tok_s']:.2f}x; "
           f"same outputs: {'yes' if [o['output_ids'] for o in rows[0][2]] == [o['output_ids'] for o in static] else 'no'}")
 
@@ -197,7 +203,10 @@ def main() -> None:
     ap.add_argument("--section", default="all", choices=["shared_prefix", "multi_turn", "continuous", "all"])
     ap.add_argument("--scale", type=float, default=0.25)
     ap.add_argument("--no-transformers", action="store_true")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     from sglite.runtime.model import load_model
 
     model = load_model()

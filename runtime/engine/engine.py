@@ -179,7 +179,7 @@ class Engine:
     def _stream(self, h: RequestHandle) -> Iterator[dict]:
         while True:
             if self._thread is None:
-                while h._queue.empty():
+                while not h.has_items():
                     self._drive_once()
             item = h.get()
             if item is END:

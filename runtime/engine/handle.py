@@ -34,6 +34,9 @@ class RequestHandle:
         self.done.set()
         self.push(END)
 
+    def has_items(self) -> bool:
+        return not self._queue.empty()
+
     def get(self, timeout: float | None = None) -> Any:
         """Caller thread: next item (a chunk or END); raises queue.Empty on timeout."""
         return self._queue.get(timeout=timeout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from enum import Enum, auto
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -38,8 +38,7 @@ class FinishReason(NamedTuple):
 class Req:
     def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, *, return_logprob: bool = False,
                  logprob_start_len: int | None = None, top_logprobs_num: int = 0,
-                 generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None,
-                 on_update: Callable[["Req"], None] | None = None):
+                 generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None):
         self.rid = rid
         self.origin_input_ids = input_ids
         self.output_ids: list[int] = []
@@ -69,11 +68,10 @@ class Req:
         self.stop_checker = stop_checker        # StopChecker: output text and stop strings
         self.token_counts: torch.Tensor | None = None   # [V] output-token counts, only with penalties
         self.prompt_mask: torch.Tensor | None = None    # [V] bool, prompt tokens, only with repetition_penalty
-        # timing and delivery
+        # timing
         self.created = time.perf_counter()
         self.first_token_time: float | None = None
         self.finished_time: float | None = None
-        self.on_update = on_update
 
     # --- derived lengths ------------------------------------------------------------------------------------
     @property

@@ -86,6 +86,9 @@ def _has_nvidia_toolchain() -> bool:
 
 @pytest.mark.skipif(not _has_nvidia_toolchain(), reason="triton with its NVIDIA backend (bundled ptxas) needed")
 def test_kernels_compile_for_sm90():
+    import torch
+    if torch.cuda.is_available():
+        pytest.skip("CUDA present: the cuda-marked tests compile and run every kernel for real")
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env, timeout=600)
     print(r.stdout)

@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import random
+import shlex
 import socket
 import statistics
 import subprocess
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bad-fraction", type=float, default=0.05, help="invalid requests (expect 400)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-running-requests", type=int, default=64)
+    p.add_argument("--server-args", default="", help="more `sglite serve` options, e.g. '--schedule-policy fcfs'")
     args = p.parse_args(argv)
 
     proc = None
@@ -255,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     if url is None:
         port = _free_port()
         extra = ["--tiny"] if not args.model else [] if args.model == "default" else ["--model", args.model]
-        proc = start_server(extra + ["--max-running-requests", str(args.max_running_requests)], port)
+        extra += ["--max-running-requests", str(args.max_running_requests), *shlex.split(args.server_args)]
+        proc = start_server(extra, port)
         url = f"http://127.0.0.1:{port}"
     try:
         model = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]["id"]

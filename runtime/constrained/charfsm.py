@@ -182,3 +182,41 @@ def from_interegular(fsm) -> CharFSM:
             pairs += [(a, b, idx[t]) for a, b in class_ranges.get(cls, [])]
         trans.append(make_ranges(pairs))
     return CharFSM(idx[fsm.initial], tuple(trans), {idx[s]: True for s in fsm.finals})
+
+
+def label_product(fsms: list[CharFSM], label, limit: int = 20_000) -> CharFSM:
+    """Run several CharFSMs side by side (a component that dies stays dead, shown as -1; the first component
+    dying kills the product). A product state is final iff `label(component states)` is not None."""
+    start = tuple(f.initial for f in fsms)
+    index = {start: 0}
+    order = [start]
+    trans = []
+    i = 0
+    while i < len(order):
+        cur = order[i]
+        points = set()
+        for f, s in zip(fsms, cur):
+            if s >= 0:
+                for a, b, _ in f.trans[s]:
+                    points.add(a)
+                    points.add(b + 1)
+        pts = sorted(points)
+        out = []
+        for a, nxt_pt in zip(pts, pts[1:]):
+            tgt = tuple(f.next(s, a) if s >= 0 else -1 for f, s in zip(fsms, cur))
+            if tgt[0] < 0:
+                continue
+            if tgt not in index:
+                index[tgt] = len(order)
+                order.append(tgt)
+                if len(order) > limit:
+                    raise OverflowError(f"product automaton exceeds {limit} states")
+            out.append((a, nxt_pt - 1, index[tgt]))
+        trans.append(make_ranges(out))
+        i += 1
+    finals = {}
+    for st, k in index.items():
+        lab = label(st)
+        if lab is not None:
+            finals[k] = lab
+    return CharFSM(0, tuple(trans), finals)

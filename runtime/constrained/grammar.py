@@ -18,6 +18,7 @@ from typing import Iterable
 import numpy as np
 
 from .byte_dfa import ByteDFA
+from .charfsm import literal_trie
 from .key_dfa import words_dfa
 from .nodes import EXTRA, ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
 from .token_index import TokenIndex
@@ -198,10 +199,16 @@ class Grammar:
             return False
         if nk + missing >= node.min_props:
             return True
-        if node.additional is not None and self.sat[node.additional]:
+        if self._others_possible(node):
             return True
         avail = sum(1 for n, v in node.props.items() if n not in seen and self.sat[v])
         return nk + avail >= node.min_props
+
+    def _others_possible(self, node: ObjectNode) -> bool:
+        """Whether some name outside `properties` can have a valid value (additionalProperties or a pattern)."""
+        if node.additional is not None and self.sat[node.additional]:
+            return True
+        return any(self.sat[v] for v in node.pattern_nodes.values())
 
     def _can_close(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
         return node.required <= seen and nk >= node.min_props
@@ -212,7 +219,7 @@ class Grammar:
             return None
         named = {n: n for n, v in node.props.items()
                  if n not in seen and self.sat[v] and self._feasible(node, seen | {n}, nk + 1)}
-        extra = node.additional is not None and self.sat[node.additional] and self._feasible(node, seen, nk + 1)
+        extra = self._others_possible(node) and self._feasible(node, seen, nk + 1)
         if not named and not extra:
             return None
         return (named, extra)
@@ -222,6 +229,8 @@ class Grammar:
         leads somewhere: a used name can still grow into another name), and `_finish` rejects used names;
         otherwise only the names still allowed, so the model cannot start a name it cannot finish."""
         node = self.nodes[nid]
+        if node.patterns:
+            return self._pattern_key_dfa(node, seen, nk)
         shared = node.additional is not None and self.sat[node.additional] and node.max_props is None
         if shared:
             key = "shared"
@@ -239,6 +248,39 @@ class Grammar:
             blocked = tuple(n for n in node.props if n not in named) if extra else ()
             dfa = words_dfa(named, EXTRA if extra else None, blocked, canonical=self.whitespace == "compact")
             node.key_dfas[key] = dfa
+        return dfa
+
+    def _pattern_key_dfa(self, node: ObjectNode, seen: frozenset, nk: int) -> ByteDFA:
+        """Names for an object with patternProperties: the product of the name trie with every pattern, labelled
+        (name) or ("*", matched pattern indices); names whose value could never be valid are not accepted."""
+        shared = node.additional is not None and node.max_props is None
+        key = "shared" if shared else (seen, nk if node.min_props or node.max_props is not None else 0)
+        dfa = node.key_dfas.get(key)
+        if dfa is not None:
+            return dfa
+        if shared:
+            named, blocked = {n: n for n in node.props}, ()
+        else:
+            choices = self._key_choices(node, seen, nk)
+            named = choices[0] if choices else {}
+            blocked = tuple(n for n in node.props if n not in named)
+        trie = literal_trie(named, EXTRA, blocked)
+        pats = list(node.patterns)
+
+        def label(states):
+            t = states[0]
+            if t not in trie.finals:
+                return None
+            tl = trie.finals[t]
+            if tl is not EXTRA:
+                return tl
+            matched = frozenset(i for i, (p, s) in enumerate(zip(pats, states[1:])) if s >= 0 and s in p.finals)
+            v = node.other_node(matched)
+            return ("*", matched) if v is not None and self.sat[v] else None
+        from .charfsm import label_product
+        fsm = label_product([trie] + pats, label)
+        dfa = ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.whitespace == "compact")
+        node.key_dfas[key] = dfa
         return dfa
 
     def _max_items(self, node: ArrayNode):
@@ -274,6 +316,9 @@ class Grammar:
             if counted and node.max_chars is not None:
                 # room must remain for the shortest completion the lexeme DFA still needs
                 mask &= inc + dfa.char_dist[end_state] <= node.max_chars - c
+            if counted and node.min_chars > c:
+                # a token that closes the string must bring it to minLength
+                mask &= ~dfa.walk_accepting[end_state] | (inc >= node.min_chars - c)
             if dfa.accepting_list[s]:
                 # the lexeme may end right here: every token allowed after it is allowed now
                 below = self._finish(stack, s)
@@ -320,6 +365,8 @@ class Grammar:
         seen, nk = top[2], top[3]
         if label is EXTRA:
             vnode = node.additional
+        elif isinstance(label, tuple):
+            vnode = node.other_node(label[1])
         else:
             if label in seen:
                 return None

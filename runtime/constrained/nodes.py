@@ -30,7 +30,13 @@ class ObjectNode:
     additional: Optional[int]             # node for other names; None = no other names allowed
     min_props: int = 0
     max_props: Optional[int] = None
+    patterns: tuple = ()                  # patternProperties: CharFSMs (search semantics)
+    pattern_nodes: dict = field(default_factory=dict)   # frozenset of matched pattern indices -> value node
     key_dfas: dict = field(default_factory=dict)   # (seen, nkeys) -> ByteDFA, built lazily
+
+    def other_node(self, matched: frozenset) -> Optional[int]:
+        """Value node for a name not in `props` matching the given patterns (None: such names not allowed)."""
+        return self.pattern_nodes[matched] if matched else self.additional
 
 
 @dataclass(eq=False)

@@ -26,7 +26,7 @@ ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$sche
                "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$defs",
                "definitions", "$anchor", "$dynamicAnchor", "$vocabulary"}
 UNSUPPORTED = {"if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains",
-               "minContains", "maxContains", "uniqueItems", "patternProperties", "propertyNames",
+               "minContains", "maxContains", "uniqueItems", "propertyNames",
                "unevaluatedProperties", "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef",
                "$recursiveAnchor"}
 KINDS = ("null", "boolean", "number", "string", "array", "object")
@@ -429,13 +429,39 @@ class SchemaCompiler:
         props_s = s.get("properties", {})
         add_s = s.get("additionalProperties", True)
         additional = None if add_s is False else self.compile(add_s, f"{ptr}/additionalProperties")
-        props = {name: self.compile(sub, f"{ptr}/properties/{name}") for name, sub in props_s.items()}
+        pp = s.get("patternProperties") or {}
+        if len(pp) > 4:
+            raise UnsupportedSchemaError("patternProperties", ptr, "more than 4 patterns")
+        pats, pat_schemas = [], []
+        for p, sub in pp.items():
+            try:
+                pats.append(regex_to_char_fsm(p, True))
+            except RegexUnsupported as e:
+                raise UnsupportedSchemaError("patternProperties", ptr, str(e)) from None
+            pat_schemas.append(sub)
+
+        def combined(name_schema, matched, where):
+            parts = ([name_schema] if name_schema is not None else []) + [pat_schemas[i] for i in matched]
+            if len(parts) == 1:
+                return self.compile(parts[0], where)
+            return self.compile({"allOf": parts}, where)
+        props = {}
+        for name, sub in props_s.items():
+            matched = [i for i, f in enumerate(pats) if f.matches(name)]
+            props[name] = combined(sub, matched, f"{ptr}/properties/{name}")
+        pattern_nodes = {}
+        for mask in range(1, 1 << len(pats)):
+            subset = frozenset(i for i in range(len(pats)) if mask >> i & 1)
+            pattern_nodes[subset] = combined(None, sorted(subset), f"{ptr}/patternProperties")
         required = frozenset(s.get("required", []))
         for r in required:
             if r not in props:
-                props[r] = additional if additional is not None else self.never()
+                matched = frozenset(i for i, f in enumerate(pats) if f.matches(r))
+                v = pattern_nodes[matched] if matched else additional
+                props[r] = v if v is not None else self.never()
         return self.add(ObjectNode(props, required, additional, int(s.get("minProperties", 0)),
-                                   None if s.get("maxProperties") is None else int(s["maxProperties"])))
+                                   None if s.get("maxProperties") is None else int(s["maxProperties"]),
+                                   tuple(pats), pattern_nodes))
 
     # --- allOf -----------------------------------------------------------------------------------------------------
     def merge_all(self, schema: dict, ptr: str) -> dict:
@@ -517,6 +543,9 @@ class SchemaCompiler:
             else:
                 raise UnsupportedSchemaError("allOf", ptr, f"cannot merge differing {k!r} values")
         # objects: each side's additionalProperties applies to the other side's extra names
+        if ("patternProperties" in a or "patternProperties" in b) and any(
+                k in x for x in (a, b) for k in ("properties", "additionalProperties")):
+            raise UnsupportedSchemaError("allOf", ptr, "cannot merge patternProperties with properties")
         if any(k in a or k in b for k in ("properties", "additionalProperties")):
             pa, pb = a.get("properties", {}), b.get("properties", {})
             aa, ab = a.get("additionalProperties", True), b.get("additionalProperties", True)

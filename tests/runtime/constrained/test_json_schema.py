@@ -190,3 +190,15 @@ def test_one_of_disjoint_by_closed_objects(tokenizer, compiler):
         {"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"], "additionalProperties": False}]})
     assert accepts(tokenizer, g, {"a": "x"}) and accepts(tokenizer, g, {"b": "x"})
     assert not accepts(tokenizer, g, {"a": "x", "b": "y"})
+
+
+def test_pattern_properties(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "object", "properties": {"x-id": {"type": "string"}},
+                                      "patternProperties": {"^x-": {"type": "integer"}, "^[a-z]+$": {"type": "boolean"}},
+                                      "additionalProperties": False})
+    assert accepts(tokenizer, g, {"x-a": 1, "abc": True})
+    assert not accepts(tokenizer, g, {"x-a": "1"}) and not accepts(tokenizer, g, {"abc": 1})
+    assert not accepts(tokenizer, g, {"ABC": True})                  # matches nothing, additional false
+    assert not accepts(tokenizer, g, {"x-id": "s"})                  # named and ^x-: must be string and integer
+    g = compiler.compile_json_schema({"patternProperties": {"^n": {"type": "number"}}})
+    assert accepts(tokenizer, g, {"n1": 1, "other": "x"}) and not accepts(tokenizer, g, {"n1": "x"})

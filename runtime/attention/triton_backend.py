@@ -11,6 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
+from sglite.kernels.decode_attention import decode_attention_triton, decode_workspace, default_num_splits
+from sglite.kernels.extend_attention import extend_attention_triton
+from sglite.kernels.kv_store import store_kv_cache_triton
+
 from ..forward_batch import ForwardBatch
 from .base import AttentionBackend
 
@@ -40,8 +44,6 @@ class TritonAttentionBackend(AttentionBackend):
                                "or use attention_backend='torch'") from e
 
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
-        from sglite.kernels.decode_attention import default_num_splits
-
         seq_lens = fb.seq_lens
         if fb.is_decode:
             splits = default_num_splits(fb.batch_size, self.kv_pool.k_buffer.shape[2], max(fb.seq_lens_cpu),
@@ -52,14 +54,10 @@ class TritonAttentionBackend(AttentionBackend):
             fb.attn_metadata = TritonAttentionMetadata(False, seq_lens, 1, max(fb.extend_lens_cpu), starts)
 
     def forward(self, q, k, v, layer_id, fb, scale):
-        from sglite.kernels.decode_attention import decode_attention_triton, decode_workspace
-        from sglite.kernels.extend_attention import extend_attention_triton
-        from sglite.kernels.kv_store import store_kv_cache_triton
-
+        q, k, v = (x if x.stride(2) == 1 else x.contiguous() for x in (q, k, v))  # kernels need head_dim dense
         k_cache, v_cache = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]  # [S, Hkv, D]
         store_kv_cache_triton(k_cache, v_cache, fb.out_cache_loc, k, v)
         m: TritonAttentionMetadata = fb.attn_metadata
-        q = q if q.stride(2) == 1 else q.contiguous()
         if m.is_decode:
             if m.workspace is None:
                 T, Hq, D = q.shape

@@ -131,3 +131,27 @@ def literal_number(v) -> str:
         return re.escape(text)
     sign = "-" if text.startswith("-") else ""
     return sign + re.escape(text.lstrip("-")) + "0*"
+
+
+def multiple_of_fsm(k: int):
+    """CharFSM for JSON integers divisible by k (also spelled with a `.0+` tail, and `-0`)."""
+    from .charfsm import CharFSM, make_ranges
+    # states: 0 start, 1 after '-', 2 "0" (zero), 3 after '.', 4 zeros after '.', 5 + r: digits with remainder r
+    n = 5 + k
+    trans: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
+    zero, one_nine = ord("0"), ord("1")
+    for s in (0, 1):
+        trans[s].append((zero, zero, 2))
+        for d in range(1, 10):
+            trans[s].append((zero + d, zero + d, 5 + d % k))
+    trans[0].append((ord("-"), ord("-"), 1))
+    for r in range(k):
+        for d in range(10):
+            trans[5 + r].append((zero + d, zero + d, 5 + (10 * r + d) % k))
+        if r == 0:
+            trans[5].append((ord("."), ord("."), 3))
+    trans[2].append((ord("."), ord("."), 3))
+    trans[3].append((zero, zero, 4))
+    trans[4].append((zero, zero, 4))
+    finals = {2: True, 4: True, 5: True}
+    return CharFSM(0, tuple(make_ranges(t) for t in trans), finals)

@@ -19,7 +19,7 @@ from .errors import GrammarError, UnsupportedSchemaError
 from .formats import FORMATS
 from .key_dfa import words_dfa
 from .nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
-from .json_numbers import INTEGER, NUMBER, integer_range, literal_number, number_range
+from .json_numbers import INTEGER, NUMBER, integer_range, literal_number, multiple_of_fsm, number_range
 from .regex import RegexUnsupported, regex_to_char_fsm
 
 ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "deprecated",
@@ -27,7 +27,7 @@ ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$sche
                "definitions", "$anchor", "$dynamicAnchor", "$vocabulary"}
 UNSUPPORTED = {"if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains",
                "minContains", "maxContains", "uniqueItems", "propertyNames",
-               "unevaluatedProperties", "unevaluatedItems", "multipleOf", "$dynamicRef", "$recursiveRef",
+               "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
                "$recursiveAnchor"}
 KINDS = ("null", "boolean", "number", "string", "array", "object")
 TYPES = {"null", "boolean", "integer", "number", "string", "array", "object"}
@@ -302,16 +302,38 @@ class SchemaCompiler:
                 raise GrammarError(f"{name} at {ptr} must be a number")
         return lo, lo_excl, hi, hi_excl
 
+    def _multiple(self, s: dict, ptr: str) -> Optional[int]:
+        k = s.get("multipleOf")
+        if k is None:
+            return None
+        if isinstance(k, bool) or not isinstance(k, (int, float)) or k <= 0:
+            raise GrammarError(f"multipleOf at {ptr} must be a positive number")
+        if k != int(k) or k > 10_000:
+            raise UnsupportedSchemaError("multipleOf", ptr, "only whole multipleOf values up to 10000 are supported")
+        return int(k)
+
     def t_integer(self, s: dict, ptr: str) -> int:
         lo, lo_excl, hi, hi_excl = self._bounds(s, ptr)
-        if lo is None and hi is None:
-            return self.lex_regex(INTEGER)
+        k = self._multiple(s, ptr)
         ilo = None if lo is None else (math.floor(lo) + 1 if lo_excl else math.ceil(lo))
         ihi = None if hi is None else (math.ceil(hi) - 1 if hi_excl else math.floor(hi))
+        if k is not None and k > 1:
+            r = integer_range(ilo, ihi) if (lo is not None or hi is not None) else INTEGER
+            if r is None:
+                return self.never()
+
+            def build():
+                fsm = intersect(regex_to_char_fsm(r, False), multiple_of_fsm(k))
+                return ByteDFA.from_char_fsm(fsm, False)
+            return self.add(LexNode(self.dfa(("mult", r, k), build)))
+        if lo is None and hi is None:
+            return self.lex_regex(INTEGER)
         r = integer_range(ilo, ihi)
         return self.lex_regex(r) if r else self.never()
 
     def t_number(self, s: dict, ptr: str) -> int:
+        if self._multiple(s, ptr) is not None:      # a whole multipleOf makes every valid number an integer
+            return self.t_integer(s, ptr)
         lo, lo_excl, hi, hi_excl = self._bounds(s, ptr)
         if lo is None and hi is None:
             return self.lex_regex(NUMBER)

@@ -202,3 +202,12 @@ def test_pattern_properties(tokenizer, compiler):
     assert not accepts(tokenizer, g, {"x-id": "s"})                  # named and ^x-: must be string and integer
     g = compiler.compile_json_schema({"patternProperties": {"^n": {"type": "number"}}})
     assert accepts(tokenizer, g, {"n1": 1, "other": "x"}) and not accepts(tokenizer, g, {"n1": "x"})
+
+
+def test_multiple_of(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "integer", "multipleOf": 7, "minimum": 0})
+    assert all(accepts(tokenizer, g, v) == (v % 7 == 0 and v >= 0) for v in range(-20, 60))
+    g = compiler.compile_json_schema({"type": "number", "multipleOf": 5})
+    assert accepts(tokenizer, g, -15) and accepts(tokenizer, g, 10.0) and not accepts(tokenizer, g, 2.5)
+    with pytest.raises(UnsupportedSchemaError, match="multipleOf"):
+        compiler.compile_json_schema({"type": "number", "multipleOf": 0.01})

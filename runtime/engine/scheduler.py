@@ -160,14 +160,20 @@ class Scheduler:
         return int(min(req.remaining_new_tokens, DECODE_RESERVE_CAP) * DECODE_RESERVE_RATIO)
 
     def _schedule_decode(self) -> ScheduledBatch | None:
+        """Slots for every running request's pending tokens. Short of memory, retracts the newest requests: a
+        half-prefilled chunked request first, then running ones, newest first (one always survives)."""
         while True:
             need = sum(r.num_pending for r in self.running)
             slots = self.kv.alloc(need)
             if slots is not None:
                 break
-            if len(self.running) == 1:
+            if self.chunked is not None:
+                self._retract(self.chunked)
+                self.chunked = None
+            elif len(self.running) > 1:
+                self._retract(self.running.pop())
+            else:
                 raise RuntimeError(f"KV pool too small for one request ({self.running[0]}); raise max_total_tokens")
-            self._retract(self.running.pop())
         return ScheduledBatch(list(self.running), [r.num_pending for r in self.running], slots, 0)
 
     def _retract(self, req: Req) -> None:

@@ -146,3 +146,20 @@ def test_lpm_admits_longest_cached_prefix_first(make_engine):
     e.scheduler.add(cold)
     e.scheduler.add(warm)
     assert [r.rid for r in e.scheduler._ordered_waiting()] == ["warm", "cold"]
+
+
+def test_retraction_with_a_chunked_prefill_in_flight(make_engine):
+    """Decode runs out of slots while a long prompt is half prefilled: the chunked request yields its slots."""
+    ps = [list(range(1000, 1010)), list(range(2000, 2085))]
+    sp = [{"temperature": 0, "max_new_tokens": 60, "ignore_eos": True},
+          {"temperature": 0, "max_new_tokens": 5, "ignore_eos": True}]
+    ref = one_by_one(make_engine(), ps, sp)
+    for mixed in (True, False):
+        e = make_engine(max_total_tokens=100, chunked_prefill_size=8, enable_mixed_batch=mixed)
+        it = e.generate(input_ids=ps[0], sampling_params=sp[0], stream=True)
+        next(it)
+        second = e.generate(input_ids=ps[1], sampling_params=sp[1])
+        first = list(it)[-1]
+        assert [first["output_ids"], second["output_ids"]] == ref
+        assert e.get_stats()["num_retractions"] > 0
+        assert pool_idle(e)

@@ -26,7 +26,7 @@ def _check(x: torch.Tensor, weight: torch.Tensor, residual: torch.Tensor | None)
         raise TypeError(f"x, weight and residual must share one of {_DTYPES}, got "
                         f"{[str(t.dtype) for t in tensors]}; cast weight with .to(x.dtype)")
     if len({t.device for t in tensors}) != 1:
-        raise ValueError(f"x, weight and residual must be on one device; move them with .to(x.device)")
+        raise ValueError("x, weight and residual must be on one device; move them with .to(x.device)")
 
 
 def rms_norm_torch(x: torch.Tensor, weight: torch.Tensor, eps: float,

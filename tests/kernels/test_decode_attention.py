@@ -4,9 +4,6 @@ import torch
 from sglite.kernels.decode_attention import decode_attention_torch, decode_attention_triton
 from sglite.kernels.extend_attention import extend_attention_torch
 
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
-
-
 def _naive(q, k_cache, v_cache, req_to_token, rows, seq_lens, scale):
     """Per request, per head: the obvious loop the reference must agree with."""
     out = torch.empty_like(q)

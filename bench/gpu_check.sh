@@ -77,6 +77,19 @@ else
     || { echo "BENCH FAILED OR E2E MISMATCH (rc=$?)"; STATUS=1; }
 fi
 
+section "headline"
+$PY - "$RES/kernels.json" <<'EOF' || true
+import json, sys
+rows = json.load(open(sys.argv[1]))
+for r in rows:
+    if r["bench"] in ("copy", "e2e", "engine") or (r["bench"] == "decode" and r.get("batch") == 128):
+        print(f'{r["bench"]:<8} {r["case"]:<40} {r["metric"]}')
+tuned = [r for r in rows if r["bench"] == "tune-decode"]
+if tuned:
+    best = max(tuned, key=lambda r: r["gbs"])
+    print(f'best decode config at the headline shape: {best["case"]} -> {best["metric"]}')
+EOF
+
 section "done"
 nvidia-smi --query-gpu=name,temperature.gpu,clocks.sm,memory.used --format=csv 2>/dev/null || true
 echo "status: $STATUS (0 = tests passed and fp32 greedy outputs equal); results in $RES"

@@ -103,3 +103,16 @@ def test_indices_select_logits_rows(device):
         fn(out, bitmask.to(device), indices.to(device))
         assert torch.equal(out.cpu(), ref)
     assert torch.equal(ref[[0, 2, 3]], logits[[0, 2, 3]])
+
+
+def test_torch_path_needs_no_triton():
+    """The engine's CPU path imports this module on machines without triton."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['triton'] = None\n"   # any `import triton` now raises ImportError
+            "import torch\n"
+            "from sglite.kernels.token_mask import apply_token_bitmask\n"
+            "x = torch.zeros(1, 40); apply_token_bitmask(x, torch.tensor([[1, 0]], dtype=torch.int32))\n"
+            "assert x[0, 0] == 0 and torch.isinf(x[0, 1:]).all()\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr

@@ -61,7 +61,8 @@ class Engine:
         self._wake = threading.Event()
         self._drive_lock = threading.Lock()
         self._counter = itertools.count()
-        self._stopped = False
+        self._closing = False   # shutdown() began: no new requests
+        self._stopped = False   # the loop has been told to exit
         self._thread = None
         if cfg.background:
             self._thread = threading.Thread(target=self._loop, name="sglite-engine", daemon=True)
@@ -117,13 +118,17 @@ class Engine:
 
     def shutdown(self) -> None:
         """Stops the loop; requests still in flight finish with reason abort."""
-        if self._stopped:
+        if self._closing:
             return
+        self._closing = True  # new submissions fail from here on
         self._call(self._abort_all, wait=True)
         self._stopped = True
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
+        with self._drive_lock:  # a submission that raced with closing: enqueue it, then abort it
+            self._drain_inbox()
+            self._abort_all()
 
     def __enter__(self) -> "Engine":
         return self
@@ -134,7 +139,7 @@ class Engine:
     # --- submission ------------------------------------------------------------------------------------------
     def _submit(self, prompt, sampling_params, input_ids, return_logprob, logprob_start_len, top_logprobs_num,
                 stream, aloop) -> tuple[list[RequestHandle], bool]:
-        if self._stopped:
+        if self._closing:
             raise RuntimeError("the engine is shut down")
         if not isinstance(top_logprobs_num, int) or top_logprobs_num < 0:
             raise ValueError(f"top_logprobs_num must be an int >= 0, got {top_logprobs_num!r}")

@@ -146,10 +146,15 @@ def test_abort_frees_slots(make_engine):
     e.abort("no-such-id")  # ignored
 
 
-def test_shutdown_aborts_waiting(tiny_model):
+def test_shutdown_aborts_in_flight(engine_model):
     from sglite.runtime.engine import Engine
-    e = Engine(tiny_model, max_total_tokens=1024)
+    e = Engine(engine_model, max_total_tokens=1024)
+    it = e.generate(input_ids=[1, 2, 3], sampling_params={"max_new_tokens": 500, "ignore_eos": True}, stream=True)
+    next(it)
     e.shutdown()
+    last = list(it)[-1]
+    assert last["meta_info"]["finish_reason"]["type"] == "abort"
+    assert "shut down" in last["meta_info"]["finish_reason"]["message"]
     with pytest.raises(RuntimeError):
         e.generate("x", GREEDY)
 

@@ -284,8 +284,8 @@ class Engine:
             if h.stream:
                 chunk = build_output(r, self.tokenizer, text=r.stop_checker.stream_delta(final=r.finished),
                                      logprobs_from=h.logprobs_sent, input_logprobs=not h.sent_input_logprobs)
-                h.logprobs_sent, h.sent_input_logprobs = len(r.output_token_logprobs), True
-                if chunk["text"] or r.finished:
+                if chunk["text"] or r.finished:  # no empty chunks (e.g. half a UTF-8 character so far)
+                    h.logprobs_sent, h.sent_input_logprobs = len(r.output_token_logprobs), True
                     h.push(chunk)
             if r.finished:
                 h.finish(build_output(r, self.tokenizer, text=r.stop_checker.text))

@@ -175,3 +175,14 @@ def test_internal_error_aborts_and_engine_recovers(make_engine, monkeypatch):
     assert "boom" in out["meta_info"]["finish_reason"]["message"]
     assert e.generate("hello there", GREEDY)["meta_info"]["finish_reason"]["type"] == "length"
     assert pool_idle(e)
+
+
+def test_stream_logprobs_add_up(make_engine):
+    e = make_engine()
+    sp = {"temperature": 0, "max_new_tokens": 10}
+    full = e.generate("Stream me", sp, return_logprob=True, logprob_start_len=0)
+    chunks = list(e.generate("Stream me", sp, return_logprob=True, logprob_start_len=0, stream=True))
+    streamed = [lp for c in chunks for lp in c["meta_info"]["output_token_logprobs"]]
+    assert [t for _, t, _ in streamed] == full["output_ids"]
+    assert chunks[0]["meta_info"]["input_token_logprobs"] == full["meta_info"]["input_token_logprobs"]
+    assert all(c["meta_info"]["input_token_logprobs"] == [] for c in chunks[1:])

@@ -9,17 +9,36 @@ _LEAP = "([0-9]{2}(0[48]|[2468][048]|[13579][26])|(0[48]|[2468][048]|[13579][26]
 _MD = ("((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)|02-(0[1-9]|1[0-9]|2[0-8]))")
 DATE = f"({_YEAR}-{_MD}|{_LEAP}-02-29)"
 _OFFSET = "([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
-TIME = f"([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\\.[0-9]+)?{_OFFSET}"
+# A leap second (:60) is valid only at 23:59:60 UTC; we accept it with Z / +00:00 / -00:00 and reject it at
+# other offsets (exact would need a 1440-way product; rejecting is the safe direction for generation).
+TIME = (f"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?{_OFFSET}"
+        f"|23:59:60(\\.[0-9]+)?([zZ]|[+-]00:00))")
 DATE_TIME = f"{DATE}[tT]{TIME}"
 _ATEXT = "[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]"
 _LABEL = "[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
 _OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 IPV4 = f"{_OCTET}(\\.{_OCTET}){{3}}"
-EMAIL = f"{_ATEXT}+(\\.{_ATEXT}+)*@({_LABEL}(\\.{_LABEL})*|\\[{IPV4}\\])"
+_H16 = "[0-9a-fA-F]{1,4}"
+_LS32 = f"({_H16}:{_H16}|{IPV4})"
+IPV6 = "(" + "|".join([
+    f"({_H16}:){{6}}{_LS32}", f"::({_H16}:){{5}}{_LS32}", f"({_H16})?::({_H16}:){{4}}{_LS32}",
+    f"(({_H16}:){{0,1}}{_H16})?::({_H16}:){{3}}{_LS32}", f"(({_H16}:){{0,2}}{_H16})?::({_H16}:){{2}}{_LS32}",
+    f"(({_H16}:){{0,3}}{_H16})?::{_H16}:{_LS32}", f"(({_H16}:){{0,4}}{_H16})?::{_LS32}",
+    f"(({_H16}:){{0,5}}{_H16})?::{_H16}", f"(({_H16}:){{0,6}}{_H16})?::"]) + ")"
+_QUOTED = '"([\\x20\\x21\\x23-\\x5b\\x5d-\\x7e]|\\\\[\\x20-\\x7e])*"'
+EMAIL = (f"({_ATEXT}+(\\.{_ATEXT}+)*|{_QUOTED})@({_LABEL}(\\.{_LABEL})*|\\[{IPV4}\\]"
+         f"|\\[IPv6:{IPV6}\\])")
 _HEX = "[0-9a-fA-F]"
 UUID = f"{_HEX}{{8}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{4}}-{_HEX}{{12}}"
-_UCHAR = "([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9a-fA-F]{2})"
-URI = f"[A-Za-z][A-Za-z0-9+.-]*:{_UCHAR}*(#([A-Za-z0-9._~!$&'()*+,;=:@/?-]|%[0-9a-fA-F]{{2}})*)?"
+# RFC 3986 absolute URI: scheme ":" hier-part [ "?" query ] [ "#" fragment ]
+_PCT = "%[0-9a-fA-F]{2}"
+_UNRES = "[A-Za-z0-9._~-]"
+_SUBD = "[!$&'()*+,;=]"
+_PCHAR = f"({_UNRES}|{_PCT}|{_SUBD}|[:@])"
+_HOST = (f"(\\[({IPV6}|v[0-9a-fA-F]+\\.({_UNRES}|{_SUBD}|:)+)\\]|{IPV4}|({_UNRES}|{_PCT}|{_SUBD})*)")
+_AUTH = f"(({_UNRES}|{_PCT}|{_SUBD}|:)*@)?{_HOST}(:[0-9]*)?"
+_HIER = (f"(//{_AUTH}(/{_PCHAR}*)*|/({_PCHAR}+(/{_PCHAR}*)*)?|{_PCHAR}+(/{_PCHAR}*)*|)")
+URI = f"[A-Za-z][A-Za-z0-9+.-]*:{_HIER}(\\?({_PCHAR}|[/?])*)?(#({_PCHAR}|[/?])*)?"
 
 FORMATS = {"date": DATE, "time": TIME, "date-time": DATE_TIME, "email": EMAIL, "uuid": UUID, "uri": URI,
            "ipv4": IPV4}

@@ -49,6 +49,7 @@ class Grammar:
             self.initial = ((("E",), ("V", root)),)
         self._masks: dict[Stack, tuple[np.ndarray, np.ndarray]] = {}
         self._next: dict[Stack, frozenset] = {}
+        self._leaving: dict[tuple, list] = {}
         self._lock = threading.Lock()
         self.vocab_size = index.vocab_size
         self.words = (index.vocab_size + 31) // 32
@@ -324,24 +325,15 @@ class Grammar:
                 below = self._finish(stack, s)
                 if below is not None:
                     mask |= self.stack_mask(below)[0]
-            tb = idx.token_bytes
-            memo: dict = {}
-            for t, ends in leaving:
-                for p, a, dc in ends:
-                    if p == 0:
+            # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
+            # lexeme's character count, so it is cached per (dfa state, stack below) and only the count is
+            # checked here
+            for t, dc in self._leaving_ok(stack, dfa, s, leaving):
+                if counted:
+                    c2 = c + dc
+                    if c2 < node.min_chars or (node.max_chars is not None and c2 > node.max_chars):
                         continue
-                    if counted:
-                        c2 = c + dc
-                        if c2 < node.min_chars or (node.max_chars is not None and c2 > node.max_chars):
-                            continue
-                    key = (a, tb[t][p:])
-                    ok = memo.get(key)
-                    if ok is None:
-                        below = self._finish(stack, a)
-                        ok = memo[key] = below is not None and bool(self.run((below,), key[1]))
-                    if ok:
-                        mask[t] = True
-                        break
+                mask[t] = True
         else:
             mask = np.zeros(idx.vocab_size, bool)
             allowed = self._walk_trie(stack)
@@ -353,6 +345,31 @@ class Grammar:
                 self._masks.clear()
             self._masks[stack] = (mask, packed)
         return mask, packed
+
+    def _leaving_ok(self, stack: Stack, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
+        """(token, characters before the end) for tokens that end the top lexeme part-way (at p > 0) and whose
+        rest the stack below accepts. Cached per (dfa, state, stack below the lexeme)."""
+        key = (dfa.key, s, stack[:-1], stack[-1][0] == "K" and stack[-1][1:4])
+        hit = self._leaving.get(key)
+        if hit is not None:
+            return hit
+        tb = self.index.token_bytes
+        memo: dict = {}
+        out = []
+        for t, ends in leaving:
+            for p, a, dc in ends:
+                k2 = (a, tb[t][p:])
+                ok = memo.get(k2)
+                if ok is None:
+                    below = self._finish(stack, a)
+                    ok = memo[k2] = below is not None and bool(self.run((below,), k2[1]))
+                if ok:
+                    out.append((t, dc))
+        with self._lock:
+            if len(self._leaving) > _MASK_CACHE_LIMIT:
+                self._leaving.clear()
+            self._leaving[key] = out
+        return out
 
     def _finish(self, stack: Stack, s: int) -> Stack | None:
         """The stack after the top lexeme (in accepting DFA state s) ends; None if that name is not allowed

@@ -76,6 +76,8 @@ class SchemaCompiler:
         self.refs: dict[str, int] = {}
         self.dfas = dfa_cache
         self.any_id: Optional[int] = None
+        if isinstance(root, dict) and "$schema" in root and "json-schema.org/" not in str(root["$schema"]):
+            raise UnsupportedSchemaError("$schema", "#", "custom meta-schemas (vocabularies) are not supported")
         self.legacy = isinstance(root, dict) and any(
             d in str(root.get("$schema", "")) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
 

@@ -38,6 +38,7 @@ class Engine:
         self.model = model if isinstance(model, Model) else load_model(
             model, device=cfg.device, attention_backend=cfg.attention_backend)
         self.tokenizer = self.model.tokenizer
+        device = str(self.model.net.device)  # a passed-in Model decides the device
         mc = self.model.config
         self.max_context = min(cfg.max_context or mc.max_context, mc.max_context)
         pool_tokens = cfg.max_total_tokens
@@ -45,9 +46,9 @@ class Engine:
             per_slot = 2 * mc.num_layers * mc.num_kv_heads * mc.head_dim * self.model.net.embed.element_size()
             pool_tokens = min(cfg.max_running_requests * self.max_context, DEFAULT_KV_BYTES // per_slot)
         self.pool_tokens = pool_tokens
-        self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, cfg.device,
+        self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,
                             cfg.disable_radix_cache)
-        self.runner = ModelRunner(self.model, pool_tokens + 1, cfg.attention_backend, cfg.device)
+        self.runner = ModelRunner(self.model, pool_tokens + 1, cfg.attention_backend, device)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace)
         eos = self.tokenizer.eos_token_id
         self.processor = StepProcessor(Sampler(mc.vocab_size, eos), eos,

@@ -64,7 +64,7 @@ class KVManager:
             return
         tokens = req.tokens(0, req.kv_len)
         row = self.req_to_token.table[req.row]
-        slots = row[:req.kv_len].to(torch.int64)
+        slots = row[:req.kv_len].to(torch.int64).cpu()  # slot ids live on the CPU
         already = self.cache.insert(tokens, slots)
         self.allocator.free(slots[req.cached_len:already])
         new_slots, node = self.cache.match_prefix(tokens)
@@ -77,7 +77,7 @@ class KVManager:
         """RUNNING -> not running (finish, abort or retraction): computed K/V goes to the cache (or the free
         list when the cache is off); the row is freed. Afterwards req holds nothing and kv_len == 0."""
         row = self.req_to_token.table[req.row]
-        slots = row[:req.kv_len].to(torch.int64)
+        slots = row[:req.kv_len].to(torch.int64).cpu()  # slot ids live on the CPU
         if self.cache is None:
             self.allocator.free(slots)
         else:

@@ -45,6 +45,10 @@ class ByteDFA:
         self.key = h.hexdigest()              # structural identity: mask caches are shared between equal DFAs
         self.table_list = table.tolist()      # python rows for the byte-at-a-time stepper
         self._char_dist = None
+        # optional: states [0, alias.num_states) behave exactly like the same states of `alias`, and other
+        # states differ from `alias_ref` only on the bytes where their rows differ (see TokenIndex.classify)
+        self.alias: "ByteDFA | None" = None
+        self.alias_ref = -1
         self.accepting_list = accepting.tolist()
         self.boundary_list = boundary.tolist()
 

@@ -126,4 +126,7 @@ def words_dfa(words: dict[str, Hashable], other: Optional[Hashable], blocked: tu
     bnd = [False] * len(rows)
     for s in boundary | {m0}:
         bnd[s] = True
-    return _finish(np.stack(rows), start, acc, labels, bnd)
+    dfa = _finish(np.stack(rows), start, acc, labels, bnd)
+    if other is not None and (dfa.table[:len(t0)] == t0).all():
+        dfa.alias, dfa.alias_ref = base, m0     # trie states are the plain string's main state plus a few edges
+    return dfa

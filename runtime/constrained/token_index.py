@@ -73,64 +73,104 @@ class TokenIndex:
         self.ends = ends
         self.num_nodes = len(children)
         depth_a = np.array(depth)
-        order = np.argsort(depth_a, kind="stable")        # nodes grouped by depth
+        # first byte of each node's prefix (root: 256, sorts last)
+        first = np.full(self.num_nodes, 256, np.int64)
+        for n in range(1, self.num_nodes):
+            first[n] = byte[n] if depth[n] == 1 else first[parent[n]]
+        # nodes grouped by depth, and within a depth by first byte (so a first byte's subtree is one slice)
+        order = np.lexsort((first, depth_a))
         self.max_depth = int(depth_a.max())
         pos = np.empty(self.num_nodes, np.int64)
         pos[order] = np.arange(self.num_nodes)
         bounds = np.searchsorted(depth_a[order], np.arange(self.max_depth + 2))
         parent_a, byte_a = np.array(parent), np.array(byte)
-        # per depth d >= 1: the flat positions of its nodes' parents and their bytes
+        # per depth d >= 1: (start, end, parents' flat positions, bytes, per-first-byte slice bounds [257])
         self.levels = []
         for d in range(1, self.max_depth + 1):
             nodes = order[bounds[d]:bounds[d + 1]]
-            self.levels.append((bounds[d], bounds[d + 1], pos[parent_a[nodes]], byte_a[nodes]))
+            fb = np.searchsorted(first[nodes], np.arange(257))
+            self.levels.append((int(bounds[d]), int(bounds[d + 1]), pos[parent_a[nodes]], byte_a[nodes], fb))
         self.token_pos = pos[node_of]                     # flat position of each token's node
+        self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
         self.is_text[self.text_tokens] = True
 
     def classify(self, dfa: ByteDFA, state: int):
-        """Walk a lexeme DFA over the whole vocabulary from `state`. Returns (inside, inc, leaving):
+        """Walk a lexeme DFA over the whole vocabulary from `state`. Returns (inside, inc, leaving, end_state):
         inside [vocab] bool: the DFA consumes the whole token and stays alive;
         inc [vocab] int32: characters started along the token (bytes leaving a boundary state, other than the
             closing quote), for counted strings;
-        leaving: list of (token, ends) for tokens not inside, before some byte p of which the DFA is accepting
-            (the lexeme may end there); ends = [(p, accepting state, inc up to p)].
-        Cached per (dfa.key, state), so equal DFAs in different grammars share the work."""
+        leaving: list of (token, ends) for tokens not inside, before some byte p > 0 of which the DFA is
+            accepting (the lexeme may end there); ends = [(p, accepting state, inc up to p)];
+        end_state [vocab]: DFA state after the token (num_states = dead).
+        Cached per (dfa.key, state), so equal DFAs in different grammars share the work. A DFA built on top of
+        another (`dfa.alias`: same numbering for its first states) reuses the other's results: wholly for
+        those states, and for a state that differs from `dfa.alias_ref` only on a few first bytes, everything
+        but those bytes' subtrees."""
         key = (dfa.key, state)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
+        alias = dfa.alias
+        if alias is not None and state < alias.num_states:
+            out = self.classify(alias, state)
+            out = (out[0], out[1], out[2], np.where(out[3] == alias.num_states, dfa.num_states, out[3]))
+        elif alias is not None:
+            ref = dfa.alias_ref
+            row, ref_row = dfa.table[state], dfa.table[ref]
+            differ = np.nonzero(row != ref_row)[0]
+            base = self.classify(dfa, ref)
+            out = self._walk(dfa, state, differ, base)
+        else:
+            out = self._walk(dfa, state, None, None)
+        with self._lock:
+            if len(self._cache) > 50_000:
+                self._cache.clear()
+            self._cache[key] = out
+        return out
+
+    def _walk(self, dfa: ByteDFA, state: int, only, base):
+        """The vectorised walk; with `only` (first bytes), just those subtrees, the rest copied from `base`."""
         table, acc = dfa.walk_table, dfa.walk_accepting
         bnd = dfa.walk_boundary
         dead = dfa.num_states
-        st = np.empty(self.num_nodes, np.int32)
-        anc = np.zeros(self.num_nodes, bool)              # DFA accepting before some byte of this prefix
+        st = np.full(self.num_nodes, dead, np.int32)
+        anc = np.zeros(self.num_nodes, bool)              # DFA accepting before some byte p > 0
         inc = np.zeros(self.num_nodes, np.int32)
         st[0] = state
-        for lo, hi, ppos, b in self.levels:
-            ps = st[ppos]
-            alive = (ps != dead) | anc[ppos]
-            if not alive.any():
-                st[lo:] = dead
-                break
-            st[lo:hi] = table[ps, b]
-            anc[lo:hi] = anc[ppos] | acc[ps]
-            inc[lo:hi] = inc[ppos] + (bnd[ps] & (b != 0x22))
-        tok_state = st[self.token_pos]
-        inside = (tok_state != dead) & self.is_text
-        tok_inc = inc[self.token_pos]
-        # tokens the lexeme can leave before their first byte are the caller's business (mask of the stack
-        # below); list only those that leave after consuming part of the token
-        if acc[state]:
-            anc[:] = False
-            for lo, hi, ppos, b in self.levels:
-                ps = st[ppos]
-                if not ((ps != dead) | anc[ppos]).any():
+        first = True
+        for lo, hi, ppos, b, fb in self.levels:
+            if only is None:
+                sel = slice(lo, hi)
+                pp, bb = ppos, b
+            else:
+                if len(only) == 0:
                     break
-                anc[lo:hi] = anc[ppos] | (acc[ps] & (ppos != 0))
-        leaving_ids = np.nonzero(anc[self.token_pos] & ~inside & self.is_text)[0]
+                idx = np.concatenate([np.arange(fb[x], fb[x + 1]) for x in only])
+                if idx.size == 0:
+                    break
+                sel = lo + idx
+                pp, bb = ppos[idx], b[idx]
+            ps = st[pp]
+            alive = ps != dead
+            if not alive.any() and not anc[pp].any():
+                break
+            st[sel] = table[ps, bb]
+            anc[sel] = anc[pp] | (acc[ps] & (not first))
+            inc[sel] = inc[pp] + (bnd[ps] & (bb != 0x22))
+            first = False
+        tok_state = st[self.token_pos]
+        tok_inc = inc[self.token_pos]
+        tok_anc = anc[self.token_pos]
+        if base is not None:
+            # tokens outside the re-walked subtrees behave as from the reference state
+            redo = np.isin(self.token_first, only)
+            tok_state = np.where(redo, tok_state, base[3])
+            tok_inc = np.where(redo, tok_inc, base[1])
+        inside = (tok_state != dead) & self.is_text
+        leaving_ids = np.nonzero(tok_anc & ~inside & self.is_text)[0]
         rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
-        leaving = []
+        leaving = [] if base is None else [(t, e) for t, e in base[2] if not redo[t]]
         for t in leaving_ids.tolist():
             data = self.token_bytes[t]
             s, c, ends = state, 0, []
@@ -144,9 +184,4 @@ class TokenIndex:
                     c += 1
                 s = ns
             leaving.append((t, ends))
-        out = (inside, tok_inc, leaving, tok_state)
-        with self._lock:
-            if len(self._cache) > 50_000:
-                self._cache.clear()
-            self._cache[key] = out
-        return out
+        return (inside, tok_inc, leaving, tok_state)

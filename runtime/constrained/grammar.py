@@ -25,7 +25,7 @@ from .token_index import TokenIndex
 
 WS = frozenset(b" \t\n\r")
 Stack = tuple
-_MASK_CACHE_LIMIT = 20_000
+_MASK_CACHE_LIMIT = 8_192
 
 
 class Grammar:
@@ -47,7 +47,7 @@ class Grammar:
             self.initial: tuple[Stack, ...] = ((("E",), ("L", root, node.dfa.start, 0)),)
         else:
             self.initial = ((("E",), ("V", root)),)
-        self._masks: dict[Stack, tuple[np.ndarray, np.ndarray]] = {}
+        self._masks: dict[Stack, np.ndarray] = {}
         self._next: dict[Stack, frozenset] = {}
         self._leaving: dict[tuple, list] = {}
         self._lock = threading.Lock()
@@ -297,8 +297,9 @@ class Grammar:
         return hi
 
     # --- masks -------------------------------------------------------------------------------------------------
-    def stack_mask(self, stack: Stack) -> tuple[np.ndarray, np.ndarray]:
-        """(bool [vocab], packed int32 [words]) of text tokens allowed from `stack` (EOS not included)."""
+    def stack_mask(self, stack: Stack) -> np.ndarray:
+        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached; the
+        cache holds ~6 KB per stack and is cleared when it reaches _MASK_CACHE_LIMIT entries."""
         hit = self._masks.get(stack)
         if hit is not None:
             return hit
@@ -312,19 +313,19 @@ class Grammar:
             else:
                 node, counted, c = None, False, 0
                 dfa, s = self.key_dfa(top[1], top[2], top[3]), top[4]
-            inside, inc, leaving, end_state = idx.classify(dfa, s)
+            inside, inc, leaving, need, closes = idx.classify(dfa, s)
             mask = inside.copy()
             if counted and node.max_chars is not None:
                 # room must remain for the shortest completion the lexeme DFA still needs
-                mask &= inc + dfa.char_dist[end_state] <= node.max_chars - c
+                mask &= need <= node.max_chars - c
             if counted and node.min_chars > c:
                 # a token that closes the string must bring it to minLength
-                mask &= ~dfa.walk_accepting[end_state] | (inc >= node.min_chars - c)
+                mask &= ~closes | (inc >= node.min_chars - c)
             if dfa.accepting_list[s]:
                 # the lexeme may end right here: every token allowed after it is allowed now
                 below = self._finish(stack, s)
                 if below is not None:
-                    mask |= self.stack_mask(below)[0]
+                    mask |= self.stack_mask_bool(below)
             # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
             # lexeme's character count, so it is cached per (dfa state, stack below) and only the count is
             # checked here
@@ -343,8 +344,13 @@ class Grammar:
         with self._lock:
             if len(self._masks) > _MASK_CACHE_LIMIT:
                 self._masks.clear()
-            self._masks[stack] = (mask, packed)
-        return mask, packed
+            self._masks[stack] = packed
+        return packed
+
+    def stack_mask_bool(self, stack: Stack) -> np.ndarray:
+        """`stack_mask` unpacked to bool [vocab]."""
+        return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
+            .astype(bool)
 
     def _leaving_ok(self, stack: Stack, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
         """(token, characters before the end) for tokens that end the top lexeme part-way (at p > 0) and whose

@@ -30,9 +30,10 @@ class GrammarMatcher:
         if self._terminated:
             return np.zeros(g.vocab_size, bool)
         masks = self._masks()
-        out = masks[0][0].copy()
-        for m, _ in masks[1:]:
-            out |= m
+        words = masks[0].copy()
+        for p in masks[1:]:
+            words |= p
+        out = np.unpackbits(words.view(np.uint8), bitorder="little")[:g.vocab_size].astype(bool)
         eos = g.index.eos_token_id
         if eos is not None and self.is_accepting():
             out[eos] = True
@@ -53,8 +54,8 @@ class GrammarMatcher:
             words = np.zeros(g.words, np.int32)
         else:
             masks = self._masks()
-            words = masks[0][1].copy()
-            for _, p in masks[1:]:
+            words = masks[0].copy()
+            for p in masks[1:]:
                 words |= p
             eos = g.index.eos_token_id
             if eos is not None and self.is_accepting():

@@ -10,11 +10,14 @@ Two walks over it:
 from __future__ import annotations
 
 import gc
+from collections import OrderedDict
 import threading
 
 import numpy as np
 
 from .byte_dfa import ByteDFA
+
+_CLASSIFY_CACHE = 512
 
 
 class TokenIndex:
@@ -41,7 +44,7 @@ class TokenIndex:
             plain[i] = b"\\" not in b and b'"' not in b
         self.nchars = nchars
         self.plain = plain
-        self._cache: dict[tuple[str, int], tuple] = {}
+        self._cache: OrderedDict[tuple[str, int], tuple] = OrderedDict()   # ~300 KB an entry
         self._lock = threading.Lock()
         # the trie is ~200k long-lived Python objects; without this, full GC passes over them cost up to a
         # second in the middle of a mask computation. Freezing moves what exists now out of GC's way.
@@ -114,7 +117,6 @@ class TokenIndex:
         alias = dfa.alias
         if alias is not None and state < alias.num_states:
             out = self.classify(alias, state)
-            out = (out[0], out[1], out[2], np.where(out[3] == alias.num_states, dfa.num_states, out[3]))
         elif alias is not None:
             ref = dfa.alias_ref
             row, ref_row = dfa.table[state], dfa.table[ref]
@@ -124,9 +126,9 @@ class TokenIndex:
         else:
             out = self._walk(dfa, state, None, None)
         with self._lock:
-            if len(self._cache) > 50_000:
-                self._cache.clear()
             self._cache[key] = out
+            while len(self._cache) > _CLASSIFY_CACHE:
+                self._cache.popitem(last=False)
         return out
 
     def _walk(self, dfa: ByteDFA, state: int, only, base):
@@ -162,13 +164,19 @@ class TokenIndex:
         tok_state = st[self.token_pos]
         tok_inc = inc[self.token_pos]
         tok_anc = anc[self.token_pos]
+        inside = (tok_state != dead) & self.is_text
+        # characters still needed after the token (for maxLength), and whether the token closes the lexeme
+        need = np.minimum(tok_inc + dfa.char_dist[tok_state], 30000).astype(np.int16)
+        closes = dfa.walk_accepting[tok_state]
+        tok_inc = tok_inc.astype(np.int16)
         if base is not None:
             # tokens outside the re-walked subtrees behave as from the reference state
             redo = np.isin(self.token_first, only)
-            tok_state = np.where(redo, tok_state, base[3])
+            inside = np.where(redo, inside, base[0])
             tok_inc = np.where(redo, tok_inc, base[1])
-        inside = (tok_state != dead) & self.is_text
-        leaving_ids = np.nonzero(tok_anc & ~inside & self.is_text)[0]
+            need = np.where(redo, need, base[3])
+            closes = np.where(redo, closes, base[4])
+        leaving_ids = np.nonzero(tok_anc & ~((tok_state != dead) & self.is_text) & self.is_text)[0]
         rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
         leaving = [] if base is None else [(t, e) for t, e in base[2] if not redo[t]]
         for t in leaving_ids.tolist():
@@ -184,4 +192,4 @@ class TokenIndex:
                     c += 1
                 s = ns
             leaving.append((t, ends))
-        return (inside, tok_inc, leaving, tok_state)
+        return (inside, tok_inc, leaving, need, closes)

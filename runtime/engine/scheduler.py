@@ -1,11 +1,13 @@
 """Scheduler: decides what each step computes.
 
-A step is either a prefill step (admit waiting requests and continue a chunked prefill, within a token budget
-and memory) or a decode step (one pending token, or a few jump-forward tokens, for every running request).
-When both kinds of work exist, steps alternate, so long prompts are prefilled in chunks interleaved with decode.
+A step decodes every running request (one pending token, or a few jump-forward tokens each) and prefills newly
+admitted requests plus the next chunk of a long prompt, within a token budget and memory, in one forward pass
+(mixed mode). With mixing off, prefill and decode steps alternate while both have work. Short of memory, the
+newest requests are retracted and re-queued; they resume later from the prefix cache.
 """
 from __future__ import annotations
 
+import time
 from collections import deque
 
 import torch
@@ -18,11 +20,11 @@ from .request import FinishReason, Req, ReqStatus
 # admission keeps this fraction of each admitted request's remaining output budget (capped) free for decode
 DECODE_RESERVE_RATIO = 0.3
 DECODE_RESERVE_CAP = 256
-LPM_MAX_QUEUE = 128
+LPM_MAX_QUEUE = 128  # beyond this many waiting requests, LPM sorting costs more than it saves: use FCFS
 # mixed steps pad every decode row to the longest prefill chunk in the torch attention backend: cap chunks so
 # decode rows x chunk stays under this many padded query rows (never below MIN_CHUNK tokens)
 MIX_PAD_ROWS = 8192
-MIN_CHUNK = 64  # beyond this many waiting requests, LPM sorting costs more than it saves: use FCFS
+MIN_CHUNK = 64
 
 
 class Scheduler:
@@ -57,6 +59,7 @@ class Scheduler:
             self.chunked = None
         for r in out:
             r.finish_reason = FinishReason("abort", message="aborted by request")
+            r.finished_time = time.perf_counter()
             r.status = ReqStatus.FINISHED
         return out
 

@@ -145,8 +145,8 @@ class Grammar:
             return self._start_value(rest + (("A", top[1], 1, nxt),), item, b)
         return []   # "E": nothing may follow the value
 
-    def _start_value(self, below: Stack, nid: int, b: int) -> list[Stack]:
-        if not self.sat[nid]:
+    def _start_value(self, below: Stack, nid: int, b: int, visiting: frozenset = frozenset()) -> list[Stack]:
+        if not self.sat[nid] or nid in visiting:   # `visiting`: unions that refer back to themselves
             return []
         node = self.nodes[nid]
         if isinstance(node, LexNode):
@@ -158,7 +158,7 @@ class Grammar:
         if isinstance(node, UnionNode):
             out = []
             for a in node.alts:
-                for s in self._start_value(below, a, b):
+                for s in self._start_value(below, a, b, visiting | {nid}):
                     if s not in out:
                         out.append(s)
             return out

@@ -211,3 +211,11 @@ def test_multiple_of(tokenizer, compiler):
     assert accepts(tokenizer, g, -15) and accepts(tokenizer, g, 10.0) and not accepts(tokenizer, g, 2.5)
     with pytest.raises(UnsupportedSchemaError, match="multipleOf"):
         compiler.compile_json_schema({"type": "number", "multipleOf": 0.01})
+
+
+def test_self_referencing_union_terminates(tokenizer, compiler):
+    g = compiler.compile_json_schema({"$defs": {"a": {"anyOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]}},
+                                      "$ref": "#/$defs/a"})
+    assert accepts(tokenizer, g, "x") and not accepts(tokenizer, g, 1)
+    with pytest.raises(GrammarError, match="no value"):
+        compiler.compile_json_schema({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})

@@ -86,7 +86,8 @@ def shared_prefix(model, args) -> None:
     same = "yes" if outputs == [o["output_ids"] for o in outs] else "no"
     ideal = (n - 1) * shared
     if not args.no_transformers:
-        rows.append(("transformers generate (one batch)", hf_generate(args, prompts, out_len)))
+        rows.append(("transformers generate (one padded batch)", hf_generate(args, prompts, out_len)))
+        rows.append(("transformers generate (one request at a time)", hf_generate(args, prompts, out_len, True)))
     on = rows[0][1]
     print("| system | wall s | forward passes | throughput out tok/s | mean TTFT s | mean TPOT s | cached tokens | "
           "cache hit rate | cache-on speed-up |")
@@ -105,7 +106,7 @@ def shared_prefix(model, args) -> None:
 _hf = None
 
 
-def hf_generate(args, prompts: list[list[int]], out_len: int) -> dict:
+def hf_generate(args, prompts: list[list[int]], out_len: int, sequential: bool = False) -> dict:
     global _hf
     import transformers
     from sglite.runtime.model_source import default_model_path
@@ -120,8 +121,13 @@ def hf_generate(args, prompts: list[list[int]], out_len: int) -> dict:
     with torch.no_grad():
         _hf.generate(ids[:1, -8:], max_new_tokens=2, do_sample=False, pad_token_id=2)  # warm-up
         t = time.perf_counter()
-        _hf.generate(ids, attention_mask=mask, max_new_tokens=out_len, min_new_tokens=out_len, do_sample=False,
-                     pad_token_id=2)
+        if sequential:
+            for p in prompts:
+                _hf.generate(torch.tensor([p]), max_new_tokens=out_len, min_new_tokens=out_len, do_sample=False,
+                             pad_token_id=2)
+        else:
+            _hf.generate(ids, attention_mask=mask, max_new_tokens=out_len, min_new_tokens=out_len, do_sample=False,
+                         pad_token_id=2)
         wall = time.perf_counter() - t
     return {"wall": wall, "out_tok_s": len(prompts) * out_len / wall}
 

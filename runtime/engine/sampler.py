@@ -14,6 +14,7 @@ import torch
 from .request import Req
 
 NEG_INF = float("-inf")
+TOPK_PREFILTER = 1024  # candidates sorted for top-p when they hold the nucleus
 
 
 class SampleOutput(NamedTuple):
@@ -139,16 +140,10 @@ class Sampler:
         dev = logits.device
         temp = torch.tensor([r.params.temperature for r in reqs], device=dev)[:, None]
         probs = torch.softmax(logits / temp, dim=-1)
-        top_k = [r.params.top_k for r in reqs]
-        top_p = [r.params.top_p for r in reqs]
-        if any(k > 0 for k in top_k) or any(p < 1.0 for p in top_p):
-            sorted_p, order = probs.sort(dim=-1, descending=True)
-            ranks = torch.arange(probs.shape[1], device=dev)[None, :]
-            k = torch.tensor([k if k > 0 else probs.shape[1] for k in top_k], device=dev)[:, None]
-            cum_before = sorted_p.cumsum(dim=-1) - sorted_p
-            drop = (ranks >= k) | (cum_before > torch.tensor(top_p, device=dev)[:, None])
-            sorted_p = sorted_p.masked_fill(drop, 0.0)
-            probs = torch.zeros_like(probs).scatter_(1, order, sorted_p)
+        need = [i for i, r in enumerate(reqs) if r.params.top_k > 0 or r.params.top_p < 1.0]
+        if need:
+            probs[need] = top_k_top_p(probs[need], [reqs[i].params.top_k for i in need],
+                                      [reqs[i].params.top_p for i in need])
         min_p = [r.params.min_p for r in reqs]
         if any(m > 0 for m in min_p):
             floor = torch.tensor(min_p, device=dev)[:, None] * probs.max(dim=-1, keepdim=True).values
@@ -158,3 +153,21 @@ class Sampler:
         for i, r in enumerate(reqs):
             out[i] = torch.multinomial(probs[i], 1, generator=r.generator)[0]
         return out
+
+
+def top_k_top_p(probs: torch.Tensor, top_k: Sequence[int], top_p: Sequence[float]) -> torch.Tensor:
+    """probs [R, V] -> the same with tokens outside each row's top-k (k <= 0: off) or nucleus zeroed (not
+    renormalised). Sorts only the top TOPK_PREFILTER candidates when they provably contain every kept token
+    (top-k within them, or their mass above top_p), else the whole row: exact either way."""
+    R, V = probs.shape
+    dev = probs.device
+    ks = torch.tensor([k if k > 0 else V for k in top_k], device=dev)
+    ps = torch.tensor(list(top_p), device=dev, dtype=probs.dtype)
+    K = min(V, max(TOPK_PREFILTER, max(top_k)))
+    vals, idx = probs.topk(K, dim=-1)                                  # [R, K], descending
+    if not bool(((ks <= K) | (vals.sum(-1) > ps)).all()):
+        vals, idx = probs.sort(dim=-1, descending=True)
+    ranks = torch.arange(vals.shape[1], device=dev)[None, :]
+    cum_before = vals.cumsum(dim=-1) - vals
+    keep = (ranks < ks[:, None]) & (cum_before <= ps[:, None])
+    return torch.zeros_like(probs).scatter_(1, idx, vals * keep)

@@ -146,3 +146,20 @@ def test_prompt_logprobs_from_start_with_cached_prefix(make_engine, engine_model
     assert len(out["meta_info"]["input_top_logprobs"]) == len(lps)
     total = sum(lp for lp, _, _ in lps if lp is not None)
     assert math.isfinite(total)
+
+
+def test_top_k_top_p_prefilter_is_exact():
+    from sglite.runtime.engine.sampler import top_k_top_p
+    g = torch.Generator().manual_seed(0)
+    for scale in (0.5, 3.0, 8.0):  # flat (nucleus beyond the prefilter) to peaked
+        probs = torch.softmax(torch.randn(5, 6000, generator=g) * scale, dim=-1)
+        top_k, top_p = [-1, 50, -1, 2000, -1], [0.9, 1.0, 0.5, 0.95, 0.99]
+        got = top_k_top_p(probs.clone(), top_k, top_p)
+        sorted_p, order = probs.sort(dim=-1, descending=True)
+        for r in range(5):
+            cum_before = sorted_p[r].cumsum(0) - sorted_p[r]
+            keep = cum_before <= top_p[r]
+            if top_k[r] > 0:
+                keep[top_k[r]:] = False
+            expect = torch.zeros(6000).scatter_(0, order[r], sorted_p[r] * keep)
+            assert torch.equal(got[r] > 0, expect > 0)

@@ -30,7 +30,7 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
         starts.append(pos)
         pos += len(tb[i])
     keep = len(ids)
-    while keep > 0 and _may_span(index, data, starts[keep - 1]):
+    while keep > 0 and _may_span(index, data, starts[keep - 1], starts[keep - 1] + len(tb[ids[keep - 1]])):
         keep -= 1
     keep = max(0, keep - min_backoff)
     out = ids[:keep]
@@ -42,10 +42,11 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     return out
 
 
-def _may_span(index, data: bytes, start: int) -> bool:
-    """Whether a vocabulary token starting at some position in data[start:] could extend past its end."""
+def _may_span(index, data: bytes, start: int, stop: int) -> bool:
+    """Whether a vocabulary token starting inside data[start:stop] (the last kept token) could run past the
+    end of the forced text, i.e. data[p:] is a proper prefix of some token for a p in [start, stop)."""
     children = index.children
-    for p in range(start, len(data)):
+    for p in range(start, stop):
         node = 0
         for b in data[p:]:
             node = children[node].get(b)

@@ -100,3 +100,21 @@ def test_jump_forward_after_value(tokenizer, compiler):
     ids = jump_forward_tokens(tokenizer, m)
     for completion in ['{"revenue":1,"year":2}', '{"year":2,"revenue":1}']:
         assert tokenizer.encode(completion)[:len(ids)] == ids
+
+
+def test_jump_forward_commits_safe_prefix(tokenizer, compiler):
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}
+    g = compiler.compile_json_schema(schema, whitespace="compact")
+    m = g.matcher()
+    ids = jump_forward_tokens(tokenizer, m)     # forced '{"': '"' starts many tokens, so little is safe
+    assert m.forced_text().startswith(tokenizer.decode(ids))
+    for completion in ['{"name":"Bob","age":3}', '{"age":3,"name":"x"}', '{"name":"","age":10}']:
+        assert tokenizer.encode(completion)[:len(ids)] == ids
+    # after the first value, the separator and the next name are forced
+    m.advance_bytes(b'{"name":"Bob"')
+    ids = jump_forward_tokens(tokenizer, m)
+    assert ids, "the separator and the only remaining name are forced"
+    assert ',"age":'.startswith(tokenizer.decode(ids))
+    for rest in [',"age":3}', ',"age":-1}', ',"age":1234}']:     # forced text + what the model may write
+        assert tokenizer.encode(rest)[:len(ids)] == ids

@@ -194,8 +194,22 @@ class Grammar:
             stack = stack[:-1]
 
     # --- objects -----------------------------------------------------------------------------------------------
+    def _required(self, node: ObjectNode, seen: frozenset) -> frozenset:
+        """Names that must appear given those seen: `required` plus dependentRequired, transitively."""
+        req = node.required
+        if not node.deps:
+            return req
+        while True:
+            more = req.union(*(node.deps.get(n, ()) for n in seen | req))
+            if more == req:
+                return req
+            req = more
+
     def _feasible(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
-        missing = len(node.required - seen)
+        need = self._required(node, seen) - seen
+        if any(n not in node.props or not self.sat[node.props[n]] for n in need):
+            return False
+        missing = len(need)
         if node.max_props is not None and nk + missing > node.max_props:
             return False
         if nk + missing >= node.min_props:
@@ -212,7 +226,7 @@ class Grammar:
         return any(self.sat[v] for v in node.pattern_nodes.values())
 
     def _can_close(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
-        return node.required <= seen and nk >= node.min_props
+        return self._required(node, seen) <= seen and nk >= node.min_props
 
     def _key_choices(self, node: ObjectNode, seen: frozenset, nk: int) -> tuple[dict, bool] | None:
         """(allowed named properties, whether other names are allowed) for the next property; None if none."""

@@ -32,6 +32,7 @@ class ObjectNode:
     max_props: Optional[int] = None
     patterns: tuple = ()                  # patternProperties: CharFSMs (search semantics)
     pattern_nodes: dict = field(default_factory=dict)   # frozenset of matched pattern indices -> value node
+    deps: dict = field(default_factory=dict)   # dependentRequired: name -> names required when it is present
     key_dfas: dict = field(default_factory=dict)   # (seen, nkeys) -> ByteDFA, built lazily
 
     def other_node(self, matched: frozenset) -> Optional[int]:

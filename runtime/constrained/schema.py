@@ -25,7 +25,7 @@ from .regex import RegexUnsupported, regex_to_char_fsm
 ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "deprecated",
                "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$defs",
                "definitions", "$anchor", "$dynamicAnchor", "$vocabulary"}
-UNSUPPORTED = {"if", "then", "else", "dependentRequired", "dependentSchemas", "dependencies", "contains",
+UNSUPPORTED = {"if", "then", "else", "dependentSchemas", "contains",
                "minContains", "maxContains", "uniqueItems", "propertyNames",
                "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
                "$recursiveAnchor"}
@@ -478,14 +478,21 @@ class SchemaCompiler:
             subset = frozenset(i for i in range(len(pats)) if mask >> i & 1)
             pattern_nodes[subset] = combined(None, sorted(subset), f"{ptr}/patternProperties")
         required = frozenset(s.get("required", []))
-        for r in required:
+        deps = {k: frozenset(v) for k, v in s.get("dependentRequired", {}).items()}
+        for k, v in (s.get("dependencies") or {}).items():       # draft <= 7
+            if isinstance(v, list):
+                deps[k] = deps.get(k, frozenset()) | frozenset(v)
+            else:
+                raise UnsupportedSchemaError("dependencies", ptr, "schema dependencies are not supported")
+        named_needed = set(required) | set(deps) | {n for v in deps.values() for n in v}
+        for r in named_needed:
             if r not in props:
                 matched = frozenset(i for i, f in enumerate(pats) if f.matches(r))
                 v = pattern_nodes[matched] if matched else additional
                 props[r] = v if v is not None else self.never()
         return self.add(ObjectNode(props, required, additional, int(s.get("minProperties", 0)),
                                    None if s.get("maxProperties") is None else int(s["maxProperties"]),
-                                   tuple(pats), pattern_nodes))
+                                   tuple(pats), pattern_nodes, deps))
 
     # --- allOf -----------------------------------------------------------------------------------------------------
     def merge_all(self, schema: dict, ptr: str) -> dict:

@@ -219,3 +219,13 @@ def test_self_referencing_union_terminates(tokenizer, compiler):
     assert accepts(tokenizer, g, "x") and not accepts(tokenizer, g, 1)
     with pytest.raises(GrammarError, match="no value"):
         compiler.compile_json_schema({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"})
+
+
+def test_dependent_required(tokenizer, compiler):
+    for kw in ("dependentRequired", "dependencies"):
+        g = compiler.compile_json_schema({"type": "object", kw: {"card": ["billing"]}})
+        assert accepts(tokenizer, g, {"card": 1, "billing": 2}) and accepts(tokenizer, g, {"billing": 2})
+        assert accepts(tokenizer, g, {"x": 1}) and not accepts(tokenizer, g, {"card": 1})
+    g = compiler.compile_json_schema({"type": "object", "properties": {"a": {}},
+                                      "dependentRequired": {"a": ["b"]}, "additionalProperties": False})
+    assert accepts(tokenizer, g, {}) and not accepts(tokenizer, g, {"a": 1})     # "b" can never be given

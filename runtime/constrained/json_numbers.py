@@ -155,3 +155,87 @@ def multiple_of_fsm(k: int):
     trans[4].append((zero, zero, 4))
     finals = {2: True, 4: True, 5: True}
     return CharFSM(0, tuple(make_ranges(t) for t in trans), finals)
+
+
+def _frac(d: str, op: str) -> Optional[str]:
+    """Regex for fraction digit strings F (non-empty) with 0.F `op` 0.d, where d has no trailing zeros."""
+    if not d:
+        return {"ge": "[0-9]+", "gt": "[0-9]*[1-9][0-9]*", "le": "0+", "lt": None}[op]
+    h, rest = int(d[0]), d[1:]
+    parts = []
+    if op in ("ge", "gt") and h < 9:
+        parts.append(f"[{h + 1}-9][0-9]*")
+    if op in ("le", "lt") and h > 0:
+        parts.append(f"[0-{h - 1}][0-9]*")
+    if rest:
+        sub = _frac(rest, op)
+    else:   # F = d followed by more digits
+        sub = {"ge": "[0-9]*", "gt": "[0-9]*[1-9][0-9]*", "le": "0*", "lt": None}[op]
+    if sub is not None:
+        # for <=/<, F may also stop right after h when d goes on (the rest of d is > 0)
+        opt = "?" if rest and op in ("le", "lt") else ""
+        parts.append(f"{h}({sub}){opt}")
+    elif rest and op in ("le", "lt"):
+        parts.append(str(h))
+    return "(" + "|".join(parts) + ")" if parts else None
+
+
+def _magnitude_bound(bound, op: str) -> Optional[str]:
+    """Regex for unsigned decimals m (no exponent) with m `op` bound (a Decimal >= 0)."""
+    from decimal import Decimal
+    ip = int(bound)
+    fd = format(bound - ip, "f").split(".")[1].rstrip("0") if bound != ip else ""
+    parts = []
+    if op in ("ge", "gt"):
+        r = nat_range(ip + 1, None)
+        if r:
+            parts.append(r + FRAC_ANY)
+    else:
+        r = nat_range(0, ip - 1) if ip >= 1 else None
+        if r:
+            parts.append(r + FRAC_ANY)
+    f = _frac(fd, op)
+    # the integer spelling (no fraction) has 0.F = 0
+    zero_ok = {"ge": not fd, "gt": False, "le": True, "lt": bool(fd)}[op]
+    same = str(ip) + (f"(\\.{f})" if f else "") if f else None
+    if f and zero_ok:
+        parts.append(f"{ip}(\\.{f})?")
+    elif f:
+        parts.append(f"{ip}\\.{f}")
+    elif zero_ok:
+        parts.append(str(ip))
+    del same, Decimal
+    return "(" + "|".join(parts) + ")" if parts else None
+
+
+def number_bound(v, op: str) -> str:
+    """Regex for JSON numbers x (no exponent form) with x `op` v, op in ge/gt/le/lt; v any finite number."""
+    from decimal import Decimal
+    d = Decimal(repr(float(v))) if isinstance(v, float) else Decimal(v)
+    flip = {"ge": "le", "gt": "lt", "le": "ge", "lt": "gt"}
+    parts = []
+    if op in ("ge", "gt"):
+        if d >= 0:
+            r = _magnitude_bound(d, op)
+            if r:
+                parts.append(r)
+            if d == 0 and op == "ge":
+                parts.append("-0(\\.0+)?")
+        else:
+            parts.append(f"(0|[1-9][0-9]*){FRAC_ANY}")                 # every x >= 0
+            r = _magnitude_bound(-d, flip[op])                          # -m op d  <=>  m flip(op) -d
+            if r:
+                parts.append("-" + r)
+    else:
+        if d < 0:
+            r = _magnitude_bound(-d, flip[op])
+            if r:
+                parts.append("-" + r)
+        else:
+            parts.append("-" + _magnitude_bound(d * 0, "gt"))             # every x < 0
+            if op == "le" or d > 0:
+                parts.append("-0(\\.0+)?")                                # -0 == 0
+            r = _magnitude_bound(d, op)
+            if r:
+                parts.append(r)
+    return "(" + "|".join(parts) + ")" if parts else "(?!)"

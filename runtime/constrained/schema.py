@@ -19,7 +19,7 @@ from .errors import GrammarError, UnsupportedSchemaError
 from .formats import FORMATS
 from .key_dfa import words_dfa
 from .nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
-from .json_numbers import INTEGER, NUMBER, integer_range, literal_number, multiple_of_fsm, number_range
+from .json_numbers import INTEGER, NUMBER, integer_range, literal_number, multiple_of_fsm, number_bound, number_range
 from .regex import RegexUnsupported, regex_to_char_fsm
 
 ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "deprecated",
@@ -342,8 +342,18 @@ class SchemaCompiler:
         try:
             r = number_range(lo, lo_excl, hi, hi_excl)
         except ValueError:
-            kw = "minimum" if lo is not None and lo != int(lo) else "maximum"
-            raise UnsupportedSchemaError(kw, ptr, "fractional bounds on numbers are not supported") from None
+            # fractional bounds: each side is a digit-by-digit comparison; intersect the two automata
+            def build():
+                sides = [regex_to_char_fsm(number_bound(v, op), False)
+                         for v, op in ((lo, "gt" if lo_excl else "ge"), (hi, "lt" if hi_excl else "le"))
+                         if v is not None]
+                fsm = sides[0] if len(sides) == 1 else intersect(sides[0], sides[1])
+                return ByteDFA.from_char_fsm(fsm, False)
+            for name, v in (("minimum", lo), ("maximum", hi)):
+                if v is not None and not math.isfinite(v):
+                    raise GrammarError(f"{name} at {ptr} must be finite")
+            d = self.dfa(("numrange", lo, lo_excl, hi, hi_excl), build)
+            return self.add(LexNode(d)) if not d.is_empty() else self.never()
         return self.lex_regex(r) if r else self.never()
 
     def t_string(self, s: dict, ptr: str) -> int:

@@ -229,3 +229,10 @@ def test_dependent_required(tokenizer, compiler):
     g = compiler.compile_json_schema({"type": "object", "properties": {"a": {}},
                                       "dependentRequired": {"a": ["b"]}, "additionalProperties": False})
     assert accepts(tokenizer, g, {}) and not accepts(tokenizer, g, {"a": 1})     # "b" can never be given
+
+
+def test_fractional_number_bounds(tokenizer, compiler):
+    g = compiler.compile_json_schema({"type": "number", "minimum": 0.5, "exclusiveMaximum": 99.95})
+    for v, ok in [(0.5, True), (0.49, False), (1, True), (99.9, True), (99.95, False), (99.949, True),
+                  (100, False), (-1, False), (0.51, True)]:
+        assert accepts(tokenizer, g, v) == ok, v

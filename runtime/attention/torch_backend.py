@@ -43,6 +43,10 @@ class TorchAttentionBackend(AttentionBackend):
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
         k_buf[fb.out_cache_loc] = k
         v_buf[fb.out_cache_loc] = v
+        # padded key columns gather slot 0; its weights are 0 after softmax, but 0 * NaN would poison the row,
+        # and padding writes may have left anything there
+        k_buf[0] = 0
+        v_buf[0] = 0
         m: TorchAttentionMetadata = fb.attn_metadata
         B, E = m.q_index.shape
         T, Hq, D = q.shape

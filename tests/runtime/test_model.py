@@ -90,3 +90,13 @@ def test_real_greedy_matches_transformers(real_model, hf_model, tokenizer):
 @pytest.mark.slow
 def test_real_paged_chunks_and_decode_agree(real_model, tokenizer):
     check_paged_consistency(real_model, tokenizer.encode(PROMPTS[0] + " " + PROMPTS[1]), atol=1e-3)
+
+
+def test_garbage_in_padding_slot_does_not_leak_into_outputs(tiny_model, tokenizer):
+    a, b = tokenizer.encode(PROMPTS[0]), tokenizer.encode("short")
+    runner = PagedRunner(tiny_model)
+    runner.pool.k_buffer[:, 0] = float("nan")
+    runner.pool.v_buffer[:, 0] = float("nan")
+    out = runner.extend([(0, a, 0), (1, b, 0)])   # b is padded up to a's length
+    assert torch.isfinite(out).all()
+    torch.testing.assert_close(out[1], tiny_model.logits(b)[-1], atol=1e-4, rtol=0)

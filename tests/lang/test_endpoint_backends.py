@@ -59,3 +59,24 @@ def test_openai_backend_chat_and_completion(client, tiny_model):
     assert cs.error() is None and cs["w"] in (" sunny", " rainy")
     rt = sgl.Runtime(engine=client.app.state.engine)
     assert completion_prog.run(backend=rt)["w"] == cs["w"]
+
+
+def test_endpoint_errors_name_the_problem_and_openai_streams(client, tiny_model):
+    ep = sgl.RuntimeEndpoint("http://testserver", client=client, tokenizer=tiny_model.tokenizer)
+
+    @sgl.function
+    def bad(s):
+        s += "Hi" + sgl.gen("x", max_tokens=4, top_p=5.0)
+
+    st = bad.run(backend=ep)
+    assert "top_p" in str(st.error()) and "HTTP 4" in str(st.error())
+
+    @sgl.function
+    def story(s):
+        s += "Once upon a time"
+        s += sgl.gen("more", max_tokens=6, temperature=0)
+
+    comp = sgl.OpenAI("default", base_url="http://testserver/v1", client=client, is_chat_model=False)
+    streamed = story.run(backend=comp, stream=True)
+    pieces = list(streamed.text_iter("more"))
+    assert "".join(pieces) == streamed["more"] and streamed.get_meta_info("more")["completion_tokens"] == 6

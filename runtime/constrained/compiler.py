@@ -61,7 +61,10 @@ class GrammarCompiler:
         def build() -> Grammar:
             _check_schema(schema)
             sc = SchemaCompiler(schema, self._dfas, canonical=whitespace == "compact")
-            root = sc.compile(schema, "#")
+            try:
+                root = sc.compile(schema, "#")
+            except RecursionError:
+                raise GrammarError("schema nests too deeply to compile (limit: Python recursion)") from None
             return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace)
         return self._cached(("json_schema", spec, whitespace, self.tokenizer.name), build)
 

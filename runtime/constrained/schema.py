@@ -76,6 +76,7 @@ class SchemaCompiler:
         self.refs: dict[str, int] = {}
         self.dfas = dfa_cache
         self.any_id: Optional[int] = None
+        self._merge_depth = 0
         if isinstance(root, dict) and "$schema" in root and "json-schema.org/" not in str(root["$schema"]):
             raise UnsupportedSchemaError("$schema", "#", "custom meta-schemas (vocabularies) are not supported")
         self.legacy = isinstance(root, dict) and any(
@@ -528,6 +529,15 @@ class SchemaCompiler:
         return out
 
     def merge(self, a: Any, b: Any, ptr: str) -> Any:
+        self._merge_depth += 1
+        try:
+            if self._merge_depth > 64:
+                raise UnsupportedSchemaError("allOf", ptr, "recursive schemas cannot be merged")
+            return self._merge(a, b, ptr)
+        finally:
+            self._merge_depth -= 1
+
+    def _merge(self, a: Any, b: Any, ptr: str) -> Any:
         if a is True or a == {}:
             return b
         if b is True or b == {}:

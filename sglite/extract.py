@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import lang as sgl
+from .lang.sampling import closed_schema
 
 
 @sgl.function
@@ -46,19 +47,6 @@ def _parser() -> argparse.ArgumentParser:
                     help="let the model add keys the schema does not name (default: objects are closed while "
                          "generating, which keeps outputs short; validation uses the schema as given)")
     return ap
-
-
-def closed_schema(schema: Any) -> Any:
-    """A copy of `schema` where every object that lists `properties` and says nothing about
-    `additionalProperties` gets `additionalProperties: false`."""
-    if isinstance(schema, list):
-        return [closed_schema(x) for x in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: closed_schema(v) for k, v in schema.items()}
-    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
-        out["additionalProperties"] = False
-    return out
 
 
 def _load_docs(path: Path, text_field: str, id_field: str, limit: int | None) -> list[tuple[Any, str]]:

@@ -1,6 +1,7 @@
 """Runtime: the in-process engine as a language backend (the embedded default; no server needed)."""
 from __future__ import annotations
 
+import atexit
 from typing import Any, Iterator
 
 from ..lang.chat_template import ChatTemplate
@@ -21,6 +22,7 @@ class Runtime(EngineBackend):
             engine = Engine(model, **engine_options)
         self.engine = engine
         self._template: ChatTemplate | None = None
+        atexit.register(self.shutdown)   # stop the engine thread before the interpreter tears torch down
 
     @property
     def tokenizer(self) -> Any:

@@ -147,8 +147,25 @@ def schema_to_json(schema: Any) -> str:
     if isinstance(schema, dict):
         return json.dumps(schema)
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return json.dumps(schema.model_json_schema())
+        # pydantic ignores undeclared keys unless extra="allow", so generating them is wasted (and unbounded):
+        # close the objects while generating
+        out = schema.model_json_schema()
+        extra = getattr(schema, "model_config", {}).get("extra")
+        return json.dumps(out if extra == "allow" else closed_schema(out))
     raise TypeError(f"json_schema must be a dict, a JSON string or a pydantic model class, got {schema!r}")
+
+
+def closed_schema(schema: Any) -> Any:
+    """A copy of `schema` where every object that lists `properties` and says nothing about
+    `additionalProperties` gets `additionalProperties: false`."""
+    if isinstance(schema, list):
+        return [closed_schema(x) for x in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: closed_schema(v) for k, v in schema.items()}
+    if "properties" in out and "additionalProperties" not in out and "patternProperties" not in out:
+        out["additionalProperties"] = False
+    return out
 
 
 RUN_DEFAULTS = SamplingParams(max_new_tokens=128)

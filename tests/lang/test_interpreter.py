@@ -103,6 +103,7 @@ def test_dtype_and_pydantic_schema():
 
     g = sgl.gen("r", json_schema=Rec)
     assert json.loads(g.params.json_schema)["properties"]["n"]["type"] == "integer"
+    assert json.loads(g.params.json_schema)["additionalProperties"] is False   # pydantic ignores extras anyway
     assert sgl.gen_int("i").params.regex == r"[-+]?[0-9]+"
     eng = FakeEngine(respond=lambda p, sp: "42")
     s = sgl.function(lambda s: s.__iadd__(sgl.gen("n", dtype=int))).run(backend=Runtime(engine=eng))

@@ -1,8 +1,14 @@
-"""Attention in plain torch over the paged pool: gather each request's K/V into a padded batch, one SDPA call
-per layer. The CPU path, and the reference the Triton backend is checked against."""
+"""Attention in plain torch over the paged pool. The CPU path, and the reference the Triton backend is checked
+against.
+
+A batch splits into two groups so that no request pays for another's length:
+- decode requests (one new token each) are gathered into one padded [B, L] batch: one SDPA call per layer;
+- extend requests (prefill chunks, jump-forward runs) each get their own SDPA call with a causal mask offset by
+  their cached prefix, so a 1,000-token prefill in a mixed step does not pad every decode row to 1,000 queries.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -12,53 +18,83 @@ from .base import AttentionBackend
 
 
 @dataclass
+class ExtendRun:
+    start: int                 # first row of this request's new tokens in [T]
+    length: int                # new tokens
+    kv_slots: torch.Tensor     # [L] int64 slots of all its tokens (prefix + new)
+    mask: torch.Tensor | None  # [E, L] bool causal mask, None when there is no cached prefix (plain causal)
+
+
+@dataclass
 class TorchAttentionMetadata:
-    kv_slots: torch.Tensor     # [B, Lmax] int64 pool slots of each request's tokens (padding -> slot 0)
-    mask: torch.Tensor         # [B, 1, Emax, Lmax] bool, True where query i may attend key j
-    q_index: torch.Tensor      # [B, Emax] int64 into [T] (padding -> 0)
-    q_valid: torch.Tensor      # [B * Emax] bool, which padded query rows are real
-    max_extend: int
+    decode_rows: torch.Tensor | None   # [Bd] int64 rows of [T] that are single-token decodes
+    decode_slots: torch.Tensor | None  # [Bd, Lmax] int64 (padding -> slot 0)
+    decode_mask: torch.Tensor | None   # [Bd, 1, 1, Lmax] bool, True for real keys
+    extends: list[ExtendRun] = field(default_factory=list)
 
 
 class TorchAttentionBackend(AttentionBackend):
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         device = fb.input_ids.device
-        seq = fb.seq_lens_cpu
-        B, L, E = fb.batch_size, max(seq), max(fb.extend_lens_cpu)
-        cols = torch.arange(L, device=device)
-        rows = fb.req_to_token[fb.req_pool_indices, :L].to(torch.int64)           # [B, L]
-        key_valid = cols[None, :] < fb.seq_lens[:, None]                            # [B, L]
-        kv_slots = torch.where(key_valid, rows, torch.zeros_like(rows))
-        qi = torch.arange(E, device=device)
-        q_valid = qi[None, :] < fb.extend_lens[:, None]                             # [B, E]
-        starts = fb.extend_lens.cumsum(0) - fb.extend_lens                          # [B]
-        q_index = torch.where(q_valid, starts[:, None] + qi[None, :], torch.zeros_like(qi)[None, :])
-        q_pos = fb.prefix_lens[:, None] + qi[None, :]                               # [B, E] absolute position
-        mask = key_valid[:, None, :] & (cols[None, None, :] <= q_pos[:, :, None])   # [B, E, L]
-        mask |= ~q_valid[:, :, None]  # padded query rows attend everywhere (discarded) to avoid NaN rows
-        fb.attn_metadata = TorchAttentionMetadata(kv_slots, mask[:, None], q_index, q_valid.reshape(-1), E)
+        table = fb.req_to_token
+        rows_cpu = fb.req_pool_indices.tolist()
+        decode_b = [b for b, e in enumerate(fb.extend_lens_cpu) if e == 1]
+        meta = TorchAttentionMetadata(None, None, None)
+        if decode_b:
+            seq = torch.tensor([fb.seq_lens_cpu[b] for b in decode_b], device=device)
+            L = int(seq.max())
+            req_rows = fb.req_pool_indices[decode_b]
+            slots = table[req_rows, :L].to(torch.int64)                              # [Bd, L]
+            valid = torch.arange(L, device=device)[None, :] < seq[:, None]           # [Bd, L]
+            starts = torch.tensor(fb.extend_lens_cpu, device=device).cumsum(0) - torch.tensor(
+                fb.extend_lens_cpu, device=device)
+            meta.decode_rows = starts[decode_b]
+            meta.decode_slots = torch.where(valid, slots, torch.zeros_like(slots))
+            meta.decode_mask = valid[:, None, None, :]
+        offset = 0
+        for b, (p, e) in enumerate(zip(fb.prefix_lens_cpu, fb.extend_lens_cpu)):
+            if e > 1:
+                L = p + e
+                kv = table[rows_cpu[b], :L].to(torch.int64)
+                mask = None
+                if p:
+                    q_pos = torch.arange(p, L, device=device)
+                    mask = torch.arange(L, device=device)[None, :] <= q_pos[:, None]  # [E, L]
+                meta.extends.append(ExtendRun(offset, e, kv, mask))
+            offset += e
+        fb.attn_metadata = meta
 
     def forward(self, q, k, v, layer_id, fb, scale):
         pool = self.kv_pool
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
         k_buf[fb.out_cache_loc] = k
         v_buf[fb.out_cache_loc] = v
-        # padded key columns gather slot 0; its weights are 0 after softmax, but 0 * NaN would poison the row,
-        # and padding writes may have left anything there
+        # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the
+        # row, and padding writes may have left anything there
         k_buf[0] = 0
         v_buf[0] = 0
         m: TorchAttentionMetadata = fb.attn_metadata
-        B, E = m.q_index.shape
         T, Hq, D = q.shape
-        keys = k_buf[m.kv_slots].transpose(1, 2)      # [B, Hkv, L, D]
-        values = v_buf[m.kv_slots].transpose(1, 2)    # [B, Hkv, L, D]
-        if E == 1 and B == T:
-            qb = q[:, :, None, :]                       # decode: [B, Hq, 1, D], no padding
-        else:
-            qb = q[m.q_index].transpose(1, 2)           # [B, Hq, E, D]
-        out = F.scaled_dot_product_attention(qb, keys, values, attn_mask=m.mask, scale=scale,
-                                             enable_gqa=Hq != keys.shape[1])
-        out = out.transpose(1, 2).reshape(B * E, Hq, D)  # [B*E, Hq, D]
-        if E == 1 and B == T:
-            return out
-        return out[m.q_valid]
+        gqa = Hq != k.shape[1]
+        if m.decode_rows is not None and len(m.extends) == 0:
+            return self._decode(q, k_buf, v_buf, m, scale, gqa)              # pure decode: rows are [T] in order
+        out = torch.empty_like(q)
+        if m.decode_rows is not None:
+            out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa)
+        for run in m.extends:
+            qs = q[run.start:run.start + run.length].transpose(0, 1)[None]    # [1, Hq, E, D]
+            keys = k_buf[run.kv_slots].transpose(0, 1)[None]                  # [1, Hkv, L, D]
+            values = v_buf[run.kv_slots].transpose(0, 1)[None]
+            o = F.scaled_dot_product_attention(qs, keys, values, attn_mask=run.mask, is_causal=run.mask is None,
+                                               scale=scale, enable_gqa=gqa)
+            out[run.start:run.start + run.length] = o[0].transpose(0, 1)
+        return out
+
+    @staticmethod
+    def _decode(q, k_buf, v_buf, m: TorchAttentionMetadata, scale: float, gqa: bool) -> torch.Tensor:
+        """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
+        keys = k_buf[m.decode_slots].transpose(1, 2)       # [Bd, Hkv, L, D]
+        values = v_buf[m.decode_slots].transpose(1, 2)
+        o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=m.decode_mask, scale=scale,
+                                           enable_gqa=gqa)
+        return o[:, :, 0, :]

@@ -50,6 +50,7 @@ class Grammar:
         self._masks: dict[Stack, np.ndarray] = {}
         self._next: dict[Stack, frozenset] = {}
         self._leaving: dict[tuple, list] = {}
+        self._need: dict[tuple, int] = {}
         self._lock = threading.Lock()
         self.vocab_size = index.vocab_size
         self.words = (index.vocab_size + 31) // 32
@@ -317,6 +318,32 @@ class Grammar:
         hit = self._masks.get(stack)
         if hit is not None:
             return hit
+        top = stack[-1]
+        if top[0] == "L" and top[3] >= 0 and self.nodes[top[1]].counted:
+            # a string's character count only matters near its bounds: far from them, every count gives the
+            # same mask, so it is cached under count -1
+            node = self.nodes[top[1]]
+            c = top[3]
+            if c >= node.min_chars and (node.max_chars is None or
+                                        node.max_chars - c >= self._max_need(node.dfa, top[2])):
+                far = stack[:-1] + (("L", top[1], top[2], -1),)
+                hit = self._masks.get(far)
+                if hit is None:
+                    hit = self._compute_mask(stack)
+                    self._masks[far] = hit
+                return hit
+        return self._compute_mask(stack)
+
+    def _max_need(self, dfa: ByteDFA, s: int) -> int:
+        """Largest character count a token can add from DFA state s (plus what must follow), for caching."""
+        key = (dfa.key, s)
+        v = self._need.get(key)
+        if v is None:
+            inside, _, _, need, _ = self.index.classify(dfa, s)
+            v = self._need[key] = int(need[inside].max(initial=0)) + self.index.max_depth + 1
+        return v
+
+    def _compute_mask(self, stack: Stack) -> np.ndarray:
         top = stack[-1]
         idx = self.index
         if top[0] in ("L", "K"):

@@ -138,8 +138,6 @@ def test_completions_echo_logprobs(client, engine_and_info, real_engine):
     assert choice.logprobs.token_logprobs[0] is None  # nothing predicts the first prompt token
 
 
-@pytest.mark.xfail(reason="Engine stream drops the logprobs of steps whose text it holds back (engine.py "
-                          "_deliver_all advances logprobs_sent without pushing the chunk)", strict=False)
 def test_stream_logprobs_cover_every_token(client, real_engine):
     first = client.completions.create(model="tiny", prompt="Hello", max_tokens=1, temperature=0).choices[0].text
     # a stop string that starts with the first token's text: the engine holds that text back for a step

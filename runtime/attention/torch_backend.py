@@ -67,8 +67,8 @@ class TorchAttentionBackend(AttentionBackend):
     def forward(self, q, k, v, layer_id, fb, scale):
         pool = self.kv_pool
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
-        k_buf[fb.out_cache_loc] = k
-        v_buf[fb.out_cache_loc] = v
+        k_buf.index_copy_(0, fb.out_cache_loc, k)
+        v_buf.index_copy_(0, fb.out_cache_loc, v)
         # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the
         # row, and padding writes may have left anything there
         k_buf[0] = 0
@@ -83,8 +83,8 @@ class TorchAttentionBackend(AttentionBackend):
             out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa)
         for run in m.extends:
             qs = q[run.start:run.start + run.length].transpose(0, 1)[None]    # [1, Hq, E, D]
-            keys = k_buf[run.kv_slots].transpose(0, 1)[None]                  # [1, Hkv, L, D]
-            values = v_buf[run.kv_slots].transpose(0, 1)[None]
+            keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
+            values = v_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]
             o = F.scaled_dot_product_attention(qs, keys, values, attn_mask=run.mask, is_causal=run.mask is None,
                                                scale=scale, enable_gqa=gqa)
             out[run.start:run.start + run.length] = o[0].transpose(0, 1)
@@ -93,8 +93,9 @@ class TorchAttentionBackend(AttentionBackend):
     @staticmethod
     def _decode(q, k_buf, v_buf, m: TorchAttentionMetadata, scale: float, gqa: bool) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
-        keys = k_buf[m.decode_slots].transpose(1, 2)       # [Bd, Hkv, L, D]
-        values = v_buf[m.decode_slots].transpose(1, 2)
+        shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
+        keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
+        values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=m.decode_mask, scale=scale,
                                            enable_gqa=gqa)
         return o[:, :, 0, :]

@@ -21,10 +21,9 @@ from .request import FinishReason, Req, ReqStatus
 DECODE_RESERVE_RATIO = 0.3
 DECODE_RESERVE_CAP = 256
 LPM_MAX_QUEUE = 128  # beyond this many waiting requests, LPM sorting costs more than it saves: use FCFS
-# mixed steps pad every decode row to the longest prefill chunk in the torch attention backend: cap chunks so
-# decode rows x chunk stays under this many padded query rows (never below MIN_CHUNK tokens)
-MIX_PAD_ROWS = 8192
-MIN_CHUNK = 64
+# a mixed step pads every decode row to the longest prefill chunk (torch attention backend): mix only while
+# decode rows x longest chunk stays under this many query rows, else prefill alone and decode the next step
+MIX_PAD_ROWS = 4096
 
 
 class Scheduler:
@@ -35,6 +34,7 @@ class Scheduler:
         self.running: list[Req] = []        # prompt fully computed; decoding. Admission order (oldest first)
         self.chunked: Req | None = None     # the one request whose prompt is being prefilled in chunks
         self._last_was_prefill = False
+        self._skipped_decode = False
         self.num_retractions = 0
 
     # --- queue -----------------------------------------------------------------------------------------------
@@ -65,20 +65,25 @@ class Scheduler:
 
     # --- scheduling ------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch | None:
-        """Mixed mode (default when chunking): every step decodes all running requests and, in the same forward
-        pass, prefills admitted requests, each chunk capped so the padded attention stays small. Otherwise
-        prefill and decode steps alternate while both have work."""
+        """Mixed mode (default when chunking): a step decodes all running requests and, in the same forward pass,
+        prefills admitted requests, unless padding decode rows to a long chunk would cost more than it saves;
+        then that prefill runs alone and the next step decodes. Without mixing, the two kinds alternate."""
         want_prefill = bool(self.waiting or self.chunked)
         mixed = self.config.enable_mixed_batch and self.config.chunked_prefill_size != -1
         if want_prefill and self.running and not mixed and self._last_was_prefill:
             want_prefill = False
+        if want_prefill and self.running and mixed and self._skipped_decode:
+            want_prefill = False  # the last step was a prefill without the running requests: decode now
         decode = None
         if self.running and (mixed or not want_prefill):
             decode = self._schedule_decode()  # running requests first: may retract the newest
-        prefill = None
-        if want_prefill:
-            cap = MIX_PAD_ROWS // len(decode.reqs) if decode is not None else None
-            prefill = self._schedule_prefill(cap)
+        prefill = self._schedule_prefill() if want_prefill else None
+        self._skipped_decode = False
+        if prefill is not None and decode is not None and \
+                len(decode.reqs) * max(prefill.extend_lens) > MIX_PAD_ROWS:
+            # every decode row would be padded to the longest chunk: cheaper to prefill alone, decode next step
+            self.kv.allocator.free(decode.out_cache_loc)  # fresh slots, not yet in any table
+            decode, self._skipped_decode = None, True
         if prefill is None and decode is None and self.running:
             decode = self._schedule_decode()
         self._last_was_prefill = prefill is not None
@@ -87,12 +92,11 @@ class Scheduler:
         return ScheduledBatch(prefill.reqs + decode.reqs, prefill.extend_lens + decode.extend_lens,
                               torch.cat([prefill.out_cache_loc, decode.out_cache_loc]), len(prefill.reqs))
 
-    def _schedule_prefill(self, per_req_cap: int | None = None) -> ScheduledBatch | None:
+    def _schedule_prefill(self) -> ScheduledBatch | None:
         """Continues the chunked request, then admits waiting ones, within the token budget and memory. At most
         one request ends the step mid-prompt (it becomes `chunked`)."""
         budget = self.config.prefill_budget
         chunking = self.config.chunked_prefill_size != -1
-        cap = max(per_req_cap or budget, MIN_CHUNK)
         reqs, lens, slots = [], [], []
         reserve = sum(self._decode_reserve(r) for r in self.running)
 
@@ -107,7 +111,7 @@ class Scheduler:
 
         if self.chunked is not None:
             req = self.chunked
-            n = min(req.num_pending, budget, cap)
+            n = min(req.num_pending, budget)
             if not take(req, n):
                 return None
             budget -= n
@@ -122,8 +126,8 @@ class Scheduler:
             if not self.kv.admit(req):
                 break
             n = req.num_pending
-            if n > min(budget, cap) and (chunking or reqs):
-                n = min(budget, cap) if chunking else 0
+            if n > budget and (chunking or reqs):
+                n = budget if chunking else 0
             need = n + reserve + self._decode_reserve(req)
             if n == 0 or need > self.kv.available or not take(req, n):
                 self.kv.release(req)

@@ -163,3 +163,25 @@ def test_retraction_with_a_chunked_prefill_in_flight(make_engine):
         assert [first["output_ids"], second["output_ids"]] == ref
         assert e.get_stats()["num_retractions"] > 0
         assert pool_idle(e)
+
+
+def test_long_chunk_with_many_decodes_runs_alone_then_decodes(make_engine):
+    """Padding 5 decode rows to a 1024-token chunk costs more than it saves: that chunk runs alone and the
+    running requests decode in the next step (never starved)."""
+    e = make_engine(chunked_prefill_size=1024)
+    steps = []
+    real = e.runner.forward
+
+    def spy(batch, table):
+        steps.append((batch.num_prefill_tokens, len(batch.reqs) - batch.num_prefill))
+        return real(batch, table)
+    e.runner.forward = spy
+    its = [e.generate(input_ids=[7 + i, 8, 9], sampling_params={"temperature": 0, "max_new_tokens": 40},
+                      stream=True) for i in range(5)]
+    for it in its:
+        next(it)
+    e.generate(input_ids=list(range(3000, 5100)), sampling_params={"temperature": 0, "max_new_tokens": 1})
+    for it in its:
+        list(it)
+    big = [i for i, (p, _) in enumerate(steps) if p >= 1000]
+    assert len(big) >= 2 and all(steps[i][1] == 0 and steps[i + 1] == (0, 5) for i in big)

@@ -28,9 +28,19 @@ class EngineBackend(Backend):
     def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """Engine.generate(**body, stream=True): dicts whose `text` is the increment."""
 
+    @property
     @abstractmethod
+    def tokenizer(self) -> Any:
+        """The engine's tokenizer (sglite.runtime.tokenizer.Tokenizer or the same interface)."""
+
     def tokenize(self, text: str) -> list[int]:
         """Token ids exactly as the engine tokenizes a text prompt."""
+        return self.tokenizer.encode(text)
+
+    def chat_template(self) -> ChatTemplate:
+        if getattr(self, "_template", None) is None:
+            self._template = self.template_from_tokenizer(self.tokenizer)
+        return self._template
 
     def _record(self, out: Any) -> Any:
         for item in out if isinstance(out, list) else [out]:

@@ -37,14 +37,6 @@ class Runtime(EngineBackend):
     def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         return self.engine.generate(**body, stream=True)
 
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text)
-
-    def chat_template(self) -> ChatTemplate:
-        if self._template is None:
-            self._template = self.template_from_tokenizer(self.tokenizer)
-        return self._template
-
     def flush_cache(self) -> bool:
         return bool(self.engine.flush_cache())
 

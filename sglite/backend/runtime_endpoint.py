@@ -88,14 +88,6 @@ class RuntimeEndpoint(EngineBackend):
                                    f"RuntimeEndpoint(url, tokenizer=...)") from e
         return self._tokenizer
 
-    def tokenize(self, text: str) -> list[int]:
-        return self.tokenizer.encode(text)
-
-    def chat_template(self) -> ChatTemplate:
-        if self._template is None:
-            self._template = self.template_from_tokenizer(self.tokenizer)
-        return self._template
-
     def flush_cache(self) -> bool:
         r = self.client.post("/flush_cache")
         return r.status_code < 400

@@ -93,9 +93,29 @@ class RadixCache(PrefixCache):
     # --- lookup and insertion -------------------------------------------------------------------------------
     def match_prefix(self, tokens: Sequence[int]) -> MatchResult:
         tokens = tuple(tokens)
-        node, pos, parts = self.root, 0, []
         now = next(self._clock)
-        node.last_access = now
+        self.root.last_access = now
+        node, pos, parts = self._walk(tokens, now)
+        slots = torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
+        return MatchResult(slots, node)
+
+    def insert(self, tokens: Sequence[int], slots: torch.Tensor) -> int:
+        tokens = tuple(tokens)
+        if len(tokens) != len(slots):
+            raise ValueError(f"insert got {len(tokens)} tokens but {len(slots)} slots")
+        now = next(self._clock)
+        node, pos, _ = self._walk(tokens, now)
+        if pos < len(tokens):
+            leaf = TreeNode(tokens[pos:], slots[pos:].clone(), node)
+            leaf.last_access = now
+            node.children[tokens[pos]] = leaf
+            self._evictable += len(leaf.key)
+        return pos
+
+    def _walk(self, tokens: tuple, now: int) -> tuple[TreeNode, int, list[torch.Tensor]]:
+        """Follows tokens down the tree, splitting the last edge where the match ends mid-edge. Mutates: splits
+        and stamps every matched node with `now`. Returns (deepest matched node, tokens matched, slot parts)."""
+        node, pos, parts = self.root, 0, []
         while pos < len(tokens) and tokens[pos] in node.children:
             child = node.children[tokens[pos]]
             n = _common_len(child.key, tokens, pos)
@@ -104,28 +124,7 @@ class RadixCache(PrefixCache):
             child.last_access = now
             parts.append(child.value)
             node, pos = child, pos + n
-        slots = torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
-        return MatchResult(slots, node)
-
-    def insert(self, tokens: Sequence[int], slots: torch.Tensor) -> int:
-        tokens = tuple(tokens)
-        if len(tokens) != len(slots):
-            raise ValueError(f"insert got {len(tokens)} tokens but {len(slots)} slots")
-        node, pos = self.root, 0
-        now = next(self._clock)
-        while pos < len(tokens) and tokens[pos] in node.children:
-            child = node.children[tokens[pos]]
-            n = _common_len(child.key, tokens, pos)
-            if n < len(child.key):
-                child = self._split(child, n)
-            child.last_access = now
-            node, pos = child, pos + n
-        if pos < len(tokens):
-            leaf = TreeNode(tokens[pos:], slots[pos:].clone(), node)
-            leaf.last_access = now
-            node.children[tokens[pos]] = leaf
-            self._evictable += len(leaf.key)
-        return pos
+        return node, pos, parts
 
     def _split(self, child: TreeNode, n: int) -> TreeNode:
         """Cuts child's edge after n tokens; returns the new upper node (same lock_ref as child)."""

@@ -25,8 +25,8 @@ def _strip_anchors(pattern: str) -> tuple[str, bool, bool]:
     return body, start, end
 
 
-def _has_bare(body: str, chars: str) -> bool:
-    """Whether `body` has an unescaped character from `chars` outside a character class."""
+def _bare_chars(body: str):
+    """Yields the characters of `body` that are neither escaped nor inside a character class."""
     i, in_class = 0, False
     while i < len(body):
         c = body[i]
@@ -37,32 +37,27 @@ def _has_bare(body: str, chars: str) -> bool:
             in_class = c != "]"
         elif c == "[":
             in_class = True
-            if body[i + 1:i + 2] == "]":
+            if body[i + 1:i + 2] == "]":   # a ']' right after '[' is a literal member of the class
                 i += 1
-        elif c in chars:
-            return True
+        else:
+            yield c
         i += 1
-    return False
+
+
+def _has_bare(body: str, chars: str) -> bool:
+    """Whether `body` has an unescaped character from `chars` outside a character class."""
+    return any(c in chars for c in _bare_chars(body))
 
 
 def _top_level_alternation(body: str) -> bool:
-    depth, i, in_class = 0, 0, False
-    while i < len(body):
-        c = body[i]
-        if c == "\\":
-            i += 2
-            continue
-        if in_class:
-            in_class = c != "]"
-        elif c == "[":
-            in_class = True
-        elif c == "(":
+    depth = 0
+    for c in _bare_chars(body):
+        if c == "(":
             depth += 1
         elif c == ")":
             depth -= 1
         elif c == "|" and depth == 0:
             return True
-        i += 1
     return False
 
 

@@ -18,7 +18,7 @@ from .engine_client import GenerateCall, RequestStream, EngineClient, collect
 from .errors import APIError, bad_request
 from .model_info import ModelInfo
 from .protocol import GenerateRequest
-from .sse import IDLE, SSE_DONE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_event
+from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_body, sse_event
 
 LONG_TEXT_CHARS = 4096
 _STREAM_TOTALS_SKIP = ("output_token_logprobs", "output_top_logprobs", "input_token_logprobs", "input_top_logprobs")
@@ -91,37 +91,30 @@ class NativeServing:
                 e.param = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}[e.param]
             raise
         if req.stream:
-            return SSEResponse(self._events(streams, batch))
+            return SSEResponse(sse_body(self._events(streams, batch), streams))
         await collect(streams, request)
         results = [s.acc.result() for s in streams]
         return Response(dumps(results if batch else results[0]), media_type="application/json")
 
     async def _events(self, streams: list[RequestStream], batch: bool) -> AsyncIterator[bytes]:
         sent_input: set[int] = set()  # prompt logprobs go out once per request, with its first chunk
-        try:
-            async for i, d in merge_deltas(streams):
-                if i == IDLE:
-                    yield SSE_KEEPALIVE
-                if i == IDLE or d is None:
-                    continue
-                meta = {k: v for k, v in streams[i].acc.meta_info.items() if k not in _STREAM_TOTALS_SKIP}
-                if streams[i].call.return_logprob:
-                    meta["output_token_logprobs"] = d.token_logprobs
-                    meta["output_top_logprobs"] = d.top_logprobs
-                    if "input_token_logprobs" in streams[i].acc.meta_info and i not in sent_input:
-                        sent_input.add(i)
-                        meta["input_token_logprobs"] = streams[i].acc.meta_info["input_token_logprobs"]
-                        meta["input_top_logprobs"] = streams[i].acc.meta_info.get("input_top_logprobs")
-                chunk = {"text": d.text, "output_ids": d.token_ids, "meta_info": meta}
-                if batch:
-                    chunk["index"] = i
-                yield sse_event(chunk)
-        except APIError as e:
-            yield sse_event(e.body())
-        finally:
-            for s in streams:
-                s.cancel()
-        yield SSE_DONE
+        async for i, d in merge_deltas(streams):
+            if i == IDLE:
+                yield SSE_KEEPALIVE
+            if i == IDLE or d is None:
+                continue
+            meta = {k: v for k, v in streams[i].acc.meta_info.items() if k not in _STREAM_TOTALS_SKIP}
+            if streams[i].call.return_logprob:
+                meta["output_token_logprobs"] = d.token_logprobs
+                meta["output_top_logprobs"] = d.top_logprobs
+                if "input_token_logprobs" in streams[i].acc.meta_info and i not in sent_input:
+                    sent_input.add(i)
+                    meta["input_token_logprobs"] = streams[i].acc.meta_info["input_token_logprobs"]
+                    meta["input_top_logprobs"] = streams[i].acc.meta_info.get("input_top_logprobs")
+            chunk = {"text": d.text, "output_ids": d.token_ids, "meta_info": meta}
+            if batch:
+                chunk["index"] = i
+            yield sse_event(chunk)
 
     def model_info(self) -> dict[str, Any]:
         return {"model_path": self.info.path or self.info.name, "tokenizer_path": self.info.tokenizer_path or "default",

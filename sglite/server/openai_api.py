@@ -18,7 +18,7 @@ from .errors import APIError, bad_request
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
 from .protocol import ChatCompletionRequest, CompletionRequest
-from .sse import IDLE, SSE_DONE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_event
+from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_body, sse_event
 
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
@@ -48,7 +48,7 @@ class OpenAIServing:
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return SSEResponse(self._chat_events(streams, rid, created, req.logprobs, include_usage))
+            return SSEResponse(sse_body(self._chat_events(streams, rid, created, req.logprobs, include_usage), streams))
         results = await collect(streams, request)
         choices = []
         for i, s in enumerate(results):
@@ -90,27 +90,20 @@ class OpenAIServing:
         def chunk(choices: list[dict], **extra: Any) -> bytes:
             return sse_event({"id": rid, "object": "chat.completion.chunk", "created": created,
                               "model": self.info.name, "choices": choices, **extra})
-        try:
-            for i in range(len(streams)):
-                yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                              "finish_reason": None}])
-            async for i, d in merge_deltas(streams):
-                if i == IDLE:
-                    yield SSE_KEEPALIVE
-                elif d is None:
-                    yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish_reason(streams[i]),
-                                  "matched_stop": matched_stop(streams[i])}])
-                elif d.text or (logprobs and d.token_logprobs):
-                    lp = {"content": self.logprobs.chat(d.token_logprobs, d.top_logprobs)} if logprobs else None
-                    yield chunk([{"index": i, "delta": {"content": d.text}, "logprobs": lp, "finish_reason": None}])
-            if include_usage:
-                yield chunk([], usage=usage(streams))
-        except APIError as e:
-            yield sse_event(e.body())
-        finally:
-            for s in streams:
-                s.cancel()
-        yield SSE_DONE
+        for i in range(len(streams)):
+            yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
+                          "finish_reason": None}])
+        async for i, d in merge_deltas(streams):
+            if i == IDLE:
+                yield SSE_KEEPALIVE
+            elif d is None:
+                yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish_reason(streams[i]),
+                              "matched_stop": matched_stop(streams[i])}])
+            elif d.text or (logprobs and d.token_logprobs):
+                lp = {"content": self.logprobs.chat(d.token_logprobs, d.top_logprobs)} if logprobs else None
+                yield chunk([{"index": i, "delta": {"content": d.text}, "logprobs": lp, "finish_reason": None}])
+        if include_usage:
+            yield chunk([], usage=usage(streams))
 
     # --- completions ------------------------------------------------------------------------------------------
     async def completions(self, req: CompletionRequest, request: Request) -> Response:
@@ -139,7 +132,7 @@ class OpenAIServing:
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return SSEResponse(self._completion_events(streams, rid, created, want_lp, include_usage))
+            return SSEResponse(sse_body(self._completion_events(streams, rid, created, want_lp, include_usage), streams))
         results = await collect(streams, request)
         choices = []
         for i, s in enumerate(results):
@@ -163,25 +156,18 @@ class OpenAIServing:
             return sse_event({"id": rid, "object": "text_completion", "created": created, "model": self.info.name,
                               "choices": choices, **extra})
         offsets = [0] * len(streams)
-        try:
-            async for i, d in merge_deltas(streams):
-                if i == IDLE:
-                    yield SSE_KEEPALIVE
-                elif d is None:
-                    yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": finish_reason(streams[i]),
-                                  "matched_stop": matched_stop(streams[i])}])
-                elif d.text or (want_lp and d.token_logprobs):
-                    lp = self.logprobs.completion(d.token_logprobs, d.top_logprobs, offsets[i]) if want_lp else None
-                    offsets[i] += len(d.text)
-                    yield chunk([{"index": i, "text": d.text, "logprobs": lp, "finish_reason": None}])
-            if include_usage:
-                yield chunk([], usage=usage(streams))
-        except APIError as e:
-            yield sse_event(e.body())
-        finally:
-            for s in streams:
-                s.cancel()
-        yield SSE_DONE
+        async for i, d in merge_deltas(streams):
+            if i == IDLE:
+                yield SSE_KEEPALIVE
+            elif d is None:
+                yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": finish_reason(streams[i]),
+                              "matched_stop": matched_stop(streams[i])}])
+            elif d.text or (want_lp and d.token_logprobs):
+                lp = self.logprobs.completion(d.token_logprobs, d.top_logprobs, offsets[i]) if want_lp else None
+                offsets[i] += len(d.text)
+                yield chunk([{"index": i, "text": d.text, "logprobs": lp, "finish_reason": None}])
+        if include_usage:
+            yield chunk([], usage=usage(streams))
 
     # --- shared -----------------------------------------------------------------------------------------------
     async def _encode(self, text: str, param: str) -> list[int]:

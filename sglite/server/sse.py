@@ -12,6 +12,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from .engine_client import Delta, RequestStream
+from .errors import APIError
 
 NEG_INF_LOGPROB = -9999.0  # what OpenAI's API sends for a logprob of -inf
 
@@ -108,3 +109,18 @@ async def merge_deltas(streams: list[RequestStream], idle_s: float = 15.0
     finally:
         for t in tasks:
             t.cancel()
+
+
+async def sse_body(events: AsyncIterator[bytes], streams: list[RequestStream]) -> AsyncIterator[bytes]:
+    """The body of every streaming endpoint: `events`, then `[DONE]`. An APIError raised mid-stream becomes an
+    error event; on any exit (finished, failed, client gone) the engine requests behind `streams` are cancelled."""
+    try:
+        async for event in events:
+            yield event
+    except APIError as e:
+        yield sse_event(e.body())
+    finally:
+        await events.aclose()
+        for s in streams:
+            s.cancel()
+    yield SSE_DONE

@@ -543,6 +543,7 @@ def _satisfiable(nodes: list[Node]) -> list[bool]:
                 ok = all(r in n.props and sat[n.props[r]] for r in n.required) and \
                     (n.max_props is None or len(n.required) <= n.max_props) and \
                     (len(n.required) >= n.min_props or (n.additional is not None and sat[n.additional]) or
+                     any(sat[v] for v in n.pattern_nodes.values()) or
                      sum(1 for v in n.props.values() if sat[v]) >= n.min_props)
                 if ok and n.additional is None and any(r not in n.props for r in n.required):
                     ok = False

@@ -203,6 +203,12 @@ def test_pattern_properties(tokenizer, compiler):
     g = compiler.compile_json_schema({"patternProperties": {"^n": {"type": "number"}}})
     assert accepts(tokenizer, g, {"n1": 1, "other": "x"}) and not accepts(tokenizer, g, {"n1": "x"})
 
+    # only pattern properties can reach minProperties (regression: once compiled as admitting no value)
+    g = compiler.compile_json_schema({"type": "object", "patternProperties": {"^p[0-9]$": {"type": "integer"}},
+                                      "additionalProperties": False, "minProperties": 2, "maxProperties": 2})
+    assert accepts(tokenizer, g, {"p1": 3, "p2": 4})
+    assert not accepts(tokenizer, g, {"p1": 3}) and not accepts(tokenizer, g, {"p1": 3, "q": 4})
+
 
 def test_multiple_of(tokenizer, compiler):
     g = compiler.compile_json_schema({"type": "integer", "multipleOf": 7, "minimum": 0})

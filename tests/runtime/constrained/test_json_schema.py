@@ -242,3 +242,30 @@ def test_fractional_number_bounds(tokenizer, compiler):
     for v, ok in [(0.5, True), (0.49, False), (1, True), (99.9, True), (99.95, False), (99.949, True),
                   (100, False), (-1, False), (0.51, True)]:
         assert accepts(tokenizer, g, v) == ok, v
+
+
+def test_generation_mode_caps_digit_runs(compiler):
+    """compact (generation) mode: at most NUMBER_DIGITS digits in a row in a number, so a model repeating a
+    digit is made to end the number; "any" accepts every valid JSON number; strings are not capped."""
+    from sglite.runtime.constrained.digit_cap import NUMBER_DIGITS
+
+    def ok(g, text):
+        m = g.matcher()
+        return m.advance_bytes(text.encode()) and m.is_accepting()
+
+    k = NUMBER_DIGITS
+    any_ws = compiler.compile_json_schema({"type": "number"})
+    gen = compiler.compile_json_schema({"type": "number"}, whitespace="compact")
+    for text in ("1" * k, "0." + "9" * k, "-1" + "0" * (k - 1) + "e" + "1" * k):
+        assert ok(gen, text) and ok(any_ws, text)
+    for text in ("1" * (k + 1), "0." + "9" * (k + 1), "1e" + "2" * (k + 1)):
+        assert not ok(gen, text) and ok(any_ws, text)
+    m = gen.matcher()
+    assert m.advance_bytes(b"9" * k) and m.is_accepting()
+    assert not any(m.copy().advance_bytes(d.encode()) for d in "0123456789")   # a 17th digit is masked
+    # where the cap would leave no value, the number stays uncapped rather than failing
+    big = compiler.compile_json_schema({"type": "integer", "minimum": 10 ** 20}, whitespace="compact")
+    assert ok(big, str(10 ** 20)) and not ok(big, str(10 ** 20 - 1))
+    s = compiler.compile_json_schema({"type": "object", "properties": {"s": {"type": "string"}}},
+                                     whitespace="compact")
+    assert ok(s, '{"s":"' + "1" * 40 + '"}')

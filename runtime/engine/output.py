@@ -23,6 +23,7 @@ def build_output(req: Req, tokenizer, *, text: str, logprobs_from: int = 0, inpu
         "id": req.rid,
         "prompt_tokens": req.prompt_len,
         "completion_tokens": len(req.output_ids),
+        "forced_tokens": req.forced_tokens,     # of completion_tokens, appended by jump-forward
         "cached_tokens": req.cached_tokens,
         "finish_reason": req.finish_reason.to_dict() if req.finish_reason else None,
         "e2e_latency": end - req.created,

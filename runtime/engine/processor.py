@@ -54,6 +54,7 @@ class StepProcessor:
         come with the matcher already advanced past all of them: the grammar's end is checked at the last."""
         p = req.params
         req.output_ids.append(tok)
+        req.forced_tokens += forced
         if req.first_token_time is None:
             req.first_token_time = time.perf_counter()
         if req.token_counts is not None:

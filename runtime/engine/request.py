@@ -42,6 +42,7 @@ class Req:
         self.rid = rid
         self.origin_input_ids = input_ids
         self.output_ids: list[int] = []
+        self.forced_tokens = 0          # output tokens appended by jump-forward (not sampled)
         self.params = params
         self.status = ReqStatus.WAITING
         self.finish_reason: FinishReason | None = None

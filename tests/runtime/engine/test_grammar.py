@@ -84,3 +84,7 @@ def test_jump_forward_appends_forced_tokens_in_one_step(make_engine, monkeypatch
     assert re.fullmatch(pattern, a["text"]) and re.fullmatch(pattern, b["text"])
     assert on.get_stats()["forward_passes"] <= off.get_stats()["forward_passes"] // 2
     assert a["meta_info"]["finish_reason"]["type"] == "stop"
+    # forced_tokens counts what jump-forward appended; every other output token was sampled in its own pass
+    forced = a["meta_info"]["forced_tokens"]
+    assert b["meta_info"]["forced_tokens"] == 0 and forced > a["meta_info"]["completion_tokens"] // 2
+    assert on.get_stats()["forward_passes"] == a["meta_info"]["completion_tokens"] - forced   # one per sample

@@ -51,6 +51,14 @@ class ByteDFA:
         self.alias_ref = -1
         self.accepting_list = accepting.tolist()
         self.boundary_list = boundary.tolist()
+        self._live: dict[int, list[int]] = {}
+
+    def live_bytes(self, s: int) -> list[int]:
+        """Bytes state s can read (cached; the cache only grows)."""
+        hit = self._live.get(s)
+        if hit is None:
+            hit = self._live[s] = [b for b, t in enumerate(self.table_list[s]) if t >= 0]
+        return hit
 
     @property
     def char_dist(self) -> np.ndarray:

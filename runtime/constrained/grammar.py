@@ -32,12 +32,15 @@ class Grammar:
     """Immutable compiled grammar shared by all requests; `matcher()` gives per-request state."""
 
     def __init__(self, kind: str, spec: str, index: TokenIndex, nodes: list[Node], root: int,
-                 whitespace: str = "any", root_frame: str = "V"):
+                 whitespace: str = "any", root_frame: str = "V", property_order: str = "any"):
         self.kind, self.spec, self.index = kind, spec, index
         self.nodes = nodes
         self.root = root
         self.ws = WS if whitespace == "any" else frozenset()
         self.whitespace = whitespace
+        # "schema" (generation mode): named properties come in the schema's order, a required one is never
+        # skipped, and other names only once every required one is there, so keys are forced text
+        self.ordered = property_order == "schema"
         self.sat = _satisfiable(nodes)
         if not self.sat[root]:
             from .errors import GrammarError
@@ -210,6 +213,9 @@ class Grammar:
         need = self._required(node, seen) - seen
         if any(n not in node.props or not self.sat[node.props[n]] for n in need):
             return False
+        last = self._last_rank(node, seen)
+        if any(node.rank[n] < last for n in need):
+            return False   # ordered: a required name was skipped
         missing = len(need)
         if node.max_props is not None and nk + missing > node.max_props:
             return False
@@ -217,8 +223,14 @@ class Grammar:
             return True
         if self._others_possible(node):
             return True
-        avail = sum(1 for n, v in node.props.items() if n not in seen and self.sat[v])
+        avail = sum(1 for n, v in node.props.items() if n not in seen and self.sat[v] and node.rank[n] > last)
         return nk + avail >= node.min_props
+
+    def _last_rank(self, node: ObjectNode, seen: frozenset) -> int:
+        """Ordered mode: schema position of the last named property written (-1: none, or not ordered)."""
+        if not self.ordered:
+            return -1
+        return max((node.rank[n] for n in seen if n in node.rank), default=-1)
 
     def _others_possible(self, node: ObjectNode) -> bool:
         """Whether some name outside `properties` can have a valid value (additionalProperties or a pattern)."""
@@ -233,9 +245,11 @@ class Grammar:
         """(allowed named properties, whether other names are allowed) for the next property; None if none."""
         if node.max_props is not None and nk + 1 > node.max_props:
             return None
+        last = self._last_rank(node, seen)
         named = {n: n for n, v in node.props.items()
-                 if n not in seen and self.sat[v] and self._feasible(node, seen | {n}, nk + 1)}
-        extra = self._others_possible(node) and self._feasible(node, seen, nk + 1)
+                 if n not in seen and node.rank[n] > last and self.sat[v] and self._feasible(node, seen | {n}, nk + 1)}
+        extra = self._others_possible(node) and self._feasible(node, seen, nk + 1) and \
+            (not self.ordered or self._required(node, seen) <= seen)
         if not named and not extra:
             return None
         return (named, extra)
@@ -247,7 +261,8 @@ class Grammar:
         node = self.nodes[nid]
         if node.patterns:
             return self._pattern_key_dfa(node, seen, nk)
-        shared = node.additional is not None and self.sat[node.additional] and node.max_props is None
+        shared = node.additional is not None and self.sat[node.additional] and node.max_props is None and \
+            not self.ordered
         if shared:
             key = "shared"
             dfa = node.key_dfas.get(key)
@@ -269,18 +284,18 @@ class Grammar:
     def _pattern_key_dfa(self, node: ObjectNode, seen: frozenset, nk: int) -> ByteDFA:
         """Names for an object with patternProperties: the product of the name trie with every pattern, labelled
         (name) or ("*", matched pattern indices); names whose value could never be valid are not accepted."""
-        shared = node.additional is not None and node.max_props is None
+        shared = node.additional is not None and node.max_props is None and not self.ordered
         key = "shared" if shared else (seen, nk if node.min_props or node.max_props is not None else 0)
         dfa = node.key_dfas.get(key)
         if dfa is not None:
             return dfa
         if shared:
-            named, blocked = {n: n for n in node.props}, ()
+            named, blocked, extra = {n: n for n in node.props}, (), True
         else:
             choices = self._key_choices(node, seen, nk)
-            named = choices[0] if choices else {}
+            named, extra = choices if choices else ({}, False)
             blocked = tuple(n for n in node.props if n not in named)
-        trie = literal_trie(named, EXTRA, blocked)
+        trie = literal_trie(named, EXTRA if extra else None, blocked)
         pats = list(node.patterns)
 
         def label(states):
@@ -339,48 +354,21 @@ class Grammar:
         key = (dfa.key, s)
         v = self._need.get(key)
         if v is None:
-            inside, _, _, need, _ = self.index.classify(dfa, s)
-            v = self._need[key] = int(need[inside].max(initial=0)) + self.index.max_depth + 1
+            cls = self.index.classify(dfa, s)
+            need = cls.inc + dfa.char_dist[cls.end]
+            v = self._need[key] = int(need.max(initial=0)) + self.index.max_depth + 1
         return v
 
     def _compute_mask(self, stack: Stack) -> np.ndarray:
-        top = stack[-1]
-        idx = self.index
-        if top[0] in ("L", "K"):
-            if top[0] == "L":
-                node = self.nodes[top[1]]
-                dfa, s, c = node.dfa, top[2], top[3]
-                counted = node.counted
-            else:
-                node, counted, c = None, False, 0
-                dfa, s = self.key_dfa(top[1], top[2], top[3]), top[4]
-            inside, inc, leaving, need, closes = idx.classify(dfa, s)
-            mask = inside.copy()
-            if counted and node.max_chars is not None:
-                # room must remain for the shortest completion the lexeme DFA still needs
-                mask &= need <= node.max_chars - c
-            if counted and node.min_chars > c:
-                # a token that closes the string must bring it to minLength
-                mask &= ~closes | (inc >= node.min_chars - c)
-            if dfa.accepting_list[s]:
+        mask = np.zeros(self.vocab_size, bool)
+        if stack[-1][0] in ("L", "K"):
+            self._lexeme_tokens(stack, 0, mask)
+            below = self._lexeme_end(stack)
+            if below is not None:
                 # the lexeme may end right here: every token allowed after it is allowed now
-                below = self._finish(stack, s)
-                if below is not None:
-                    mask |= self.stack_mask_bool(below)
-            # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
-            # lexeme's character count, so it is cached per (dfa state, stack below) and only the count is
-            # checked here
-            for t, dc in self._leaving_ok(stack, dfa, s, leaving):
-                if counted:
-                    c2 = c + dc
-                    if c2 < node.min_chars or (node.max_chars is not None and c2 > node.max_chars):
-                        continue
-                mask[t] = True
+                mask |= self.stack_mask_bool(below)
         else:
-            mask = np.zeros(idx.vocab_size, bool)
-            allowed = self._walk_trie(stack)
-            if allowed:
-                mask[allowed] = True
+            self._walk_trie(stack, mask)
         packed = _pack(mask, self.words)
         with self._lock:
             if len(self._masks) > _MASK_CACHE_LIMIT:
@@ -393,25 +381,65 @@ class Grammar:
         return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
             .astype(bool)
 
-    def _leaving_ok(self, stack: Stack, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
-        """(token, characters before the end) for tokens that end the top lexeme part-way (at p > 0) and whose
-        rest the stack below accepts. Cached per (dfa, state, stack below the lexeme)."""
-        key = (dfa.key, s, stack[:-1], stack[-1][0] == "K" and stack[-1][1:4])
+    def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray) -> None:
+        """Set in `mask` the tokens below trie node `node` (its prefix already read into `stack`, whose top is an
+        L or K frame) that the lexeme reads at least one more byte of: those it reads wholly, and those it
+        leaves part-way whose rest the stack below accepts. (Ending the lexeme right at `node` is the
+        caller's business, see `_lexeme_end`.)"""
+        top = stack[-1]
+        if top[0] == "L":
+            lex = self.nodes[top[1]]
+            dfa, s, c = lex.dfa, top[2], top[3]
+            counted = lex.counted
+        else:
+            lex, counted, c = None, False, 0
+            dfa, s = self.key_dfa(top[1], top[2], top[3]), top[4]
+        cls = self.index.classify(dfa, s, node)
+        ids = cls.inside
+        if counted:
+            ok = np.ones(len(ids), bool)
+            if lex.max_chars is not None:
+                # room must remain for the shortest completion the lexeme DFA still needs
+                ok &= cls.inc + dfa.char_dist[cls.end] <= lex.max_chars - c
+            if lex.min_chars > c:
+                # a token that closes the string must bring it to minLength
+                ok &= ~dfa.walk_accepting[cls.end] | (cls.inc >= lex.min_chars - c)
+            ids = ids[ok]
+        mask[ids] = True
+        # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
+        # lexeme's character count, so it is cached per (dfa state, node, stack below) and only the count is
+        # checked here
+        for t, dc in self._leaving_ok(stack, node, dfa, s, cls.leaving):
+            if counted:
+                c2 = c + dc
+                if c2 < lex.min_chars or (lex.max_chars is not None and c2 > lex.max_chars):
+                    continue
+            mask[t] = True
+
+    def _lexeme_end(self, stack: Stack) -> Stack | None:
+        """The stack if the top lexeme ends right here (before the next byte); None if it cannot."""
+        top = stack[-1]
+        if top[0] == "L":
+            return stack[:-1] if self.nodes[top[1]].dfa.accepting_list[top[2]] else None
+        if self.key_dfa(top[1], top[2], top[3]).accepting_list[top[4]]:
+            return self._finish(stack, top[4])
+        return None
+
+    def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
+        """(token, characters before the end) for tokens that end the top lexeme part-way and whose rest the
+        stack below accepts. Cached per (dfa, state, node, stack below the lexeme)."""
+        key = (dfa.key, s, node, stack[:-1], stack[-1][0] == "K" and stack[-1][1:4])
         hit = self._leaving.get(key)
         if hit is not None:
             return hit
-        tb = self.index.token_bytes
-        memo: dict = {}
+        below_of: dict[int, Stack | None] = {}
         out = []
-        for t, ends in leaving:
-            for p, a, dc in ends:
-                k2 = (a, tb[t][p:])
-                ok = memo.get(k2)
-                if ok is None:
-                    below = self._finish(stack, a)
-                    ok = memo[k2] = below is not None and bool(self.run((below,), k2[1]))
-                if ok:
-                    out.append((t, dc))
+        for a, rest, toks in leaving:
+            if a not in below_of:
+                below_of[a] = self._finish(stack, a)
+            below = below_of[a]
+            if below is not None and self.run((below,), rest):
+                out.extend(toks)
         with self._lock:
             if len(self._leaving) > _MASK_CACHE_LIMIT:
                 self._leaving.clear()
@@ -441,29 +469,49 @@ class Grammar:
             vnode = node.props[label]
         return stack[:-2] + (("O", top[1], 1, seen, nk + 1, vnode),)
 
-    def _walk_trie(self, stack: Stack) -> list[int]:
-        """Tokens allowed from a structural position: depth-first over the vocabulary trie; where every live
-        stack is structural, only children whose byte can come next are visited."""
+    def _walk_trie(self, stack: Stack, mask: np.ndarray) -> None:
+        """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,
+        visiting only children whose byte can come next. Where a stack enters a lexeme (L/K on top), the
+        tokens that go on inside it come from the lexeme's token classification below that trie node, and
+        only the stack after the lexeme (if it may end there) walks on byte by byte."""
         children, ends = self.index.children, self.index.ends
         allowed: list[int] = []
         todo = [(0, [stack])]
         while todo:
             node, stacks = todo.pop()
-            kids = children[node]
-            if all(st[-1][0] not in ("L", "K") for st in stacks):
-                nb: set[int] = set()
-                for st in stacks:
-                    nb |= self.next_bytes(st)
-                items = [(b, kids[b]) for b in nb if b in kids]
-            else:
-                items = kids.items()
-            for b, child in items:
-                nxt = self.run(stacks, bytes((b,)))
-                if nxt:
+            struct: list[Stack] = []
+            for st in stacks:
+                while st is not None and st[-1][0] in ("L", "K"):
+                    self._lexeme_tokens(st, node, mask)
+                    st = self._lexeme_end(st)
+                if st is not None and st not in struct:
+                    struct.append(st)
+            if not struct:
+                continue
+            nb: set[int] = set()
+            for st in struct:
+                nb |= self.next_bytes(st)
+            bases = [node]
+            if self.ws and all(st[-1][0] in ("V", "O", "A") for st in struct):
+                # whitespace leaves these stacks as they are: take every run of it below `node` at once
+                bases = self.index.ws_closure(node)
+                for w in bases[1:]:
+                    allowed.extend(ends[w])
+                nb -= self.ws
+            for b in nb:
+                nxt = None
+                for n in bases:
+                    child = children[n].get(b)
+                    if child is None:
+                        continue
+                    if nxt is None:
+                        nxt = self.run(struct, bytes((b,)))
+                        if not nxt:
+                            break
                     allowed.extend(ends[child])
                     if children[child]:
                         todo.append((child, nxt))
-        return allowed
+        mask[allowed] = True
 
     def next_bytes(self, stack: Stack) -> set[int]:
         """Bytes that may come next from `stack` (exact: each candidate is checked with `step`). Cached."""

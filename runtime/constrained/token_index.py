@@ -1,23 +1,40 @@
-"""The vocabulary as a byte trie, for computing token masks.
+"""The vocabulary as a byte trie, and every token's fate under a lexeme DFA.
 
-Two walks over it:
-- `classify(dfa, state)`: vectorised (one numpy gather per trie depth) walk of a lexeme DFA from one state. It
-  sorts every token into "stays inside the lexeme and lives" (allowed whatever the context) or "may leave the
-  lexeme" (the lexeme could end before the token does; the caller checks those few against the parse stack).
-  Cached per (dfa.key, state): equal DFAs in different grammars share the work.
-- `children` / `ends`: the same trie as Python lists, for the parser's own byte-by-byte walk at structural
-  positions (after `{`, `,` ...), where pruning leaves only a few hundred nodes to visit."""
+`classify(dfa, state, node)` walks the DFA from `state` over the tokens below trie node `node` (their bytes past
+the node's prefix) and sorts them into "stays inside the lexeme" (with the DFA state after the token) and "may
+leave the lexeme" (the DFA accepts before the token ends; the caller checks the rest against the parse stack).
+Two walks give the same answer: a vectorised one (one numpy gather per trie depth) for the dense case, a
+lexeme's state at the trie root that reads most bytes; and a depth-first one that follows only the bytes the DFA
+can read, for everything else (sparse states, and the small subtrees below structural prefixes like `{"`).
+Results are cached per (dfa.key, state, node), so equal DFAs in different grammars share the work.
+`children` / `ends`: the trie as Python lists, for the parser's byte-by-byte walk at structural positions."""
 from __future__ import annotations
 
 import gc
-from collections import OrderedDict
 import threading
+from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
 from .byte_dfa import ByteDFA
 
-_CLASSIFY_CACHE = 512
+_CACHE_BYTES = 256 << 20    # classification cache budget
+_DENSE_NODES = 4096
+_WS = b" \t\n\r"         # a root walk whose live first bytes cover more trie nodes than this is vectorised
+
+
+class TokenClasses(NamedTuple):
+    """How the tokens below one trie node fare from one DFA state (token bytes counted past the node)."""
+    inside: np.ndarray      # int32 [k] ids of tokens the DFA reads wholly and stays alive
+    inc: np.ndarray         # int32 [k] characters started along each (bytes leaving a boundary state, other than
+                            #   the closing quote), for counted strings
+    end: np.ndarray         # int32 [k] DFA state after each
+    leaving: tuple          # ((a, rest, ((token, dc), ...)), ...): the lexeme may end in accepting state `a`
+                            #   with `rest` of the token still to read, after `dc` characters
+
+    def nbytes(self) -> int:
+        return self.inside.nbytes * 3 + 64 * len(self.leaving)
 
 
 class TokenIndex:
@@ -31,20 +48,9 @@ class TokenIndex:
         # candidates: tokens that stand for text; special tokens (incl. EOS) are never sampled as text
         self.text_tokens = [i for i, b in enumerate(self.token_bytes) if b and i not in special]
         self._build_trie()
-        lengths = np.zeros(self.vocab_size, np.int64)
-        for i in self.text_tokens:
-            lengths[i] = len(self.token_bytes[i])
-        self.lengths = lengths
-        # characters in tokens without quote/backslash: bytes that are not UTF-8 continuation bytes
-        nchars = np.zeros(self.vocab_size, np.int64)
-        plain = np.zeros(self.vocab_size, bool)
-        for i in self.text_tokens:
-            b = self.token_bytes[i]
-            nchars[i] = sum(1 for x in b if x & 0xC0 != 0x80)
-            plain[i] = b"\\" not in b and b'"' not in b
-        self.nchars = nchars
-        self.plain = plain
-        self._cache: OrderedDict[tuple[str, int], tuple] = OrderedDict()   # ~300 KB an entry
+        self._cache: OrderedDict[tuple, TokenClasses] = OrderedDict()
+        self._cache_bytes = 0
+        self._ws: dict[int, list[int]] = {}
         self._lock = threading.Lock()
         # the trie is ~200k long-lived Python objects; without this, full GC passes over them cost up to a
         # second in the middle of a mask computation. Freezing moves what exists now out of GC's way.
@@ -74,19 +80,46 @@ class TokenIndex:
             node_of[i] = n
         self.children = children
         self.ends = ends
+        self.depth = depth
         self.num_nodes = len(children)
-        depth_a = np.array(depth)
-        # first byte of each node's prefix (root: 256, sorts last)
-        first = np.full(self.num_nodes, 256, np.int64)
+        self._build_ranges(node_of)
+        self._build_levels(np.array(depth), np.array(parent), np.array(byte), node_of)
+        self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
+        self.is_text = np.zeros(self.vocab_size, bool)
+        self.is_text[self.text_tokens] = True
+
+    def _build_ranges(self, node_of: np.ndarray) -> None:
+        """Preorder token ranges: the tokens below node n (n included) are `by_pre[tok_lo[n]:tok_hi[n]]`."""
+        pre = np.zeros(self.num_nodes, np.int64)
+        size = [1] * self.num_nodes
+        order, stack = [], [0]
+        while stack:
+            n = stack.pop()
+            pre[n] = len(order)
+            order.append(n)
+            stack.extend(sorted(self.children[n].values(), reverse=True))
+        for n in reversed(order):           # children come after their parent in preorder
+            for c in self.children[n].values():
+                size[n] += size[c]
+        self.subtree_size = size
+        tok_pre = pre[node_of[self.text_tokens]]
+        by = np.argsort(tok_pre, kind="stable")
+        self.by_pre = np.asarray(self.text_tokens, np.int32)[by]
+        sorted_pre = tok_pre[by]
+        ends_at = pre + np.array(size)
+        self.tok_lo = np.searchsorted(sorted_pre, pre).tolist()
+        self.tok_hi = np.searchsorted(sorted_pre, ends_at).tolist()
+
+    def _build_levels(self, depth_a, parent_a, byte_a, node_of) -> None:
+        """Nodes grouped by depth, and within a depth by first byte (a first byte's subtree is one slice)."""
+        first = np.full(self.num_nodes, 256, np.int64)       # first byte of each node's prefix (root: 256)
         for n in range(1, self.num_nodes):
-            first[n] = byte[n] if depth[n] == 1 else first[parent[n]]
-        # nodes grouped by depth, and within a depth by first byte (so a first byte's subtree is one slice)
+            first[n] = byte_a[n] if depth_a[n] == 1 else first[parent_a[n]]
         order = np.lexsort((first, depth_a))
         self.max_depth = int(depth_a.max())
         pos = np.empty(self.num_nodes, np.int64)
         pos[order] = np.arange(self.num_nodes)
         bounds = np.searchsorted(depth_a[order], np.arange(self.max_depth + 2))
-        parent_a, byte_a = np.array(parent), np.array(byte)
         # per depth d >= 1: (start, end, parents' flat positions, bytes, per-first-byte slice bounds [257])
         self.levels = []
         for d in range(1, self.max_depth + 1):
@@ -94,45 +127,95 @@ class TokenIndex:
             fb = np.searchsorted(first[nodes], np.arange(257))
             self.levels.append((int(bounds[d]), int(bounds[d + 1]), pos[parent_a[nodes]], byte_a[nodes], fb))
         self.token_pos = pos[node_of]                     # flat position of each token's node
-        self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
-        self.is_text = np.zeros(self.vocab_size, bool)
-        self.is_text[self.text_tokens] = True
 
-    def classify(self, dfa: ByteDFA, state: int):
-        """Walk a lexeme DFA over the whole vocabulary from `state`. Returns (inside, inc, leaving, end_state):
-        inside [vocab] bool: the DFA consumes the whole token and stays alive;
-        inc [vocab] int32: characters started along the token (bytes leaving a boundary state, other than the
-            closing quote), for counted strings;
-        leaving: list of (token, ends) for tokens not inside, before some byte p > 0 of which the DFA is
-            accepting (the lexeme may end there); ends = [(p, accepting state, inc up to p)];
-        end_state [vocab]: DFA state after the token (num_states = dead).
-        Cached per (dfa.key, state), so equal DFAs in different grammars share the work. A DFA built on top of
-        another (`dfa.alias`: same numbering for its first states) reuses the other's results: wholly for
-        those states, and for a state that differs from `dfa.alias_ref` only on a few first bytes, everything
-        but those bytes' subtrees."""
-        key = (dfa.key, state)
+    def ws_closure(self, node: int) -> list[int]:
+        """Trie nodes reached from `node` by JSON whitespace bytes, `node` first. Cached."""
+        hit = self._ws.get(node)
+        if hit is None:
+            hit, i = [node], 0
+            while i < len(hit):
+                kids = self.children[hit[i]]
+                hit.extend(kids[b] for b in _WS if b in kids)
+                i += 1
+            self._ws[node] = hit
+        return hit
+
+    # --- classification ----------------------------------------------------------------------------------------
+    def classify(self, dfa: ByteDFA, state: int, node: int = 0) -> TokenClasses:
+        """The tokens below trie node `node` (whose prefix is already read), walked from DFA `state`. Cached.
+        A DFA built on top of another (`dfa.alias`: same numbering for its first states) reuses the other's
+        root results: wholly for those states, and for a state that differs from `dfa.alias_ref` only on a few
+        first bytes, everything but those bytes' subtrees."""
+        key = (dfa.key, state, node)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
         alias = dfa.alias
-        if alias is not None and state < alias.num_states:
+        if node == 0 and alias is not None and state < alias.num_states:
             out = self.classify(alias, state)
-        elif alias is not None:
-            ref = dfa.alias_ref
-            row, ref_row = dfa.table[state], dfa.table[ref]
-            differ = np.nonzero(row != ref_row)[0]
-            base = self.classify(dfa, ref)
-            out = self._walk(dfa, state, differ, base)
+        elif node == 0 and alias is not None:
+            differ = np.nonzero(dfa.table[state] != dfa.table[dfa.alias_ref])[0]
+            out = _merge(self.classify(dfa, dfa.alias_ref), self._walk(dfa, state, 0, differ.tolist()),
+                         np.isin(self.token_first, differ))
         else:
-            out = self._walk(dfa, state, None, None)
+            out = self._walk(dfa, state, node, None)
         with self._lock:
-            self._cache[key] = out
-            while len(self._cache) > _CLASSIFY_CACHE:
-                self._cache.popitem(last=False)
+            if key not in self._cache:
+                self._cache[key] = out
+                self._cache_bytes += out.nbytes()
+            while self._cache_bytes > _CACHE_BYTES and len(self._cache) > 1:
+                self._cache_bytes -= self._cache.popitem(last=False)[1].nbytes()
         return out
 
-    def _walk(self, dfa: ByteDFA, state: int, only, base):
-        """The vectorised walk; with `only` (first bytes), just those subtrees, the rest copied from `base`."""
+    def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
+        """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out)."""
+        kids = self.children[node]
+        first = dfa.live_bytes(state) if only is None else only
+        cover = sum(self.subtree_size[kids[b]] for b in first if b in kids)
+        if node == 0 and cover > _DENSE_NODES:
+            return self._walk_levels(dfa, state, only)
+        return self._walk_dfs(dfa, state, node, only)
+
+    def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
+        """Depth-first over the trie below `node`, following only bytes the DFA reads, except below a point
+        where the lexeme may end: there every child is looked at (a dead byte makes its subtree `leaving`)."""
+        rows, acc, bnd = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        children, ends = self.children, self.ends
+        ins: list[int] = []
+        incs: list[int] = []
+        outs: list[int] = []
+        leave: list[np.ndarray] = []
+        todo = [(node, state, 0, False)]
+        while todo:
+            n, s, c, may_end = todo.pop()
+            kids = children[n]
+            row = rows[s]
+            if n == node and only is not None:
+                items = [(b, kids[b]) for b in only if b in kids]
+            elif may_end:
+                items = kids.items()
+            else:
+                live = dfa.live_bytes(s)
+                items = kids.items() if len(kids) <= len(live) else [(b, kids[b]) for b in live if b in kids]
+            c_in = c + 1 if bnd[s] else c
+            for b, child in items:
+                ns = row[b]
+                if ns >= 0:
+                    c2 = c_in if b != 0x22 else c
+                    for t in ends[child]:
+                        ins.append(t)
+                        incs.append(c2)
+                        outs.append(ns)
+                    if children[child]:
+                        todo.append((child, ns, c2, may_end or acc[ns]))
+                elif may_end:
+                    leave.append(self.by_pre[self.tok_lo[child]:self.tok_hi[child]])
+        leaving_ids = np.concatenate(leave).tolist() if leave else []
+        return TokenClasses(np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32),
+                            self._leaving(dfa, state, self.depth[node], leaving_ids))
+
+    def _walk_levels(self, dfa: ByteDFA, state: int, only) -> TokenClasses:
+        """The vectorised walk from the trie root; with `only` (first bytes), just those subtrees."""
         table, acc = dfa.walk_table, dfa.walk_accepting
         bnd = dfa.walk_boundary
         dead = dfa.num_states
@@ -146,9 +229,7 @@ class TokenIndex:
                 sel = slice(lo, hi)
                 pp, bb = ppos, b
             else:
-                if len(only) == 0:
-                    break
-                idx = np.concatenate([np.arange(fb[x], fb[x + 1]) for x in only])
+                idx = np.concatenate([np.arange(fb[x], fb[x + 1]) for x in only] + [np.zeros(0, np.int64)])
                 if idx.size == 0:
                     break
                 sel = lo + idx
@@ -162,34 +243,40 @@ class TokenIndex:
             inc[sel] = inc[pp] + (bnd[ps] & (bb != 0x22))
             first = False
         tok_state = st[self.token_pos]
-        tok_inc = inc[self.token_pos]
-        tok_anc = anc[self.token_pos]
         inside = (tok_state != dead) & self.is_text
-        # characters still needed after the token (for maxLength), and whether the token closes the lexeme
-        need = np.minimum(tok_inc + dfa.char_dist[tok_state], 30000).astype(np.int16)
-        closes = dfa.walk_accepting[tok_state]
-        tok_inc = tok_inc.astype(np.int16)
-        if base is not None:
-            # tokens outside the re-walked subtrees behave as from the reference state
-            redo = np.isin(self.token_first, only)
-            inside = np.where(redo, inside, base[0])
-            tok_inc = np.where(redo, tok_inc, base[1])
-            need = np.where(redo, need, base[3])
-            closes = np.where(redo, closes, base[4])
-        leaving_ids = np.nonzero(tok_anc & ~((tok_state != dead) & self.is_text) & self.is_text)[0]
+        leaving_ids = np.nonzero(anc[self.token_pos] & ~inside & self.is_text)[0]
+        if only is not None:
+            keep = np.isin(self.token_first, only)
+            inside &= keep
+            leaving_ids = leaving_ids[keep[leaving_ids]]
+        ids = np.nonzero(inside)[0].astype(np.int32)
+        return TokenClasses(ids, inc[self.token_pos[ids]], tok_state[ids],
+                            self._leaving(dfa, state, 0, leaving_ids.tolist()))
+
+    def _leaving(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple:
+        """Group tokens that may leave the lexeme by (accepting state, rest of the token)."""
         rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
-        leaving = [] if base is None else [(t, e) for t, e in base[2] if not redo[t]]
-        for t in leaving_ids.tolist():
+        groups: dict[tuple[int, bytes], list[tuple[int, int]]] = {}
+        for t in ids:
             data = self.token_bytes[t]
-            s, c, ends = state, 0, []
-            for p, byte in enumerate(data):
-                if accl[s] and p > 0:
-                    ends.append((p, s, c))
+            s, c = state, 0
+            for p in range(depth, len(data)):
+                byte = data[p]
+                if accl[s] and p > depth:
+                    groups.setdefault((s, data[p:]), []).append((t, c))
                 ns = rows[s][byte]
                 if ns < 0:
                     break
                 if bl[s] and byte != 0x22:
                     c += 1
                 s = ns
-            leaving.append((t, ends))
-        return (inside, tok_inc, leaving, need, closes)
+        return tuple((a, rest, tuple(toks)) for (a, rest), toks in groups.items())
+
+
+def _merge(base: TokenClasses, part: TokenClasses, redo: np.ndarray) -> TokenClasses:
+    """`base` for tokens not in `redo` ([vocab] bool), `part` for those in it."""
+    keep = ~redo[base.inside]
+    leaving = tuple((a, rest, kept) for a, rest, toks in base.leaving
+                    if (kept := tuple(x for x in toks if not redo[x[0]]))) + part.leaving
+    return TokenClasses(np.concatenate([base.inside[keep], part.inside]), np.concatenate([base.inc[keep], part.inc]),
+                        np.concatenate([base.end[keep], part.end]), leaving)

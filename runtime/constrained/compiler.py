@@ -14,6 +14,7 @@ from .schema import SchemaCompiler
 from .token_index import TokenIndex
 
 WHITESPACE_MODES = ("any", "compact")
+PROPERTY_ORDERS = ("any", "schema")
 
 
 class GrammarCompiler:
@@ -51,14 +52,19 @@ class GrammarCompiler:
             return Grammar("regex", pattern, self.index, sc.nodes, root, "compact", root_frame="L")
         return self._cached(("regex", pattern, self.tokenizer.name), build)
 
-    def compile_json_schema(self, schema: Any, whitespace: str = "any") -> Grammar:
+    def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any") -> Grammar:
         """Grammar for JSON documents valid under `schema` (dict, JSON text, or a pydantic model class).
         `whitespace`: "any" accepts every JSON text of a valid value (any whitespace, any escapes); "compact"
-        is the generation mode: no whitespace and no needless escapes, so more text is forced."""
+        is the generation mode: no whitespace and no needless escapes, so more text is forced.
+        `property_order`: "any" accepts an object's properties in any order; "schema" (generation) writes named
+        properties in the order the schema lists them, required ones never skipped, other names after them."""
         if whitespace not in WHITESPACE_MODES:
             raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
+        if property_order not in PROPERTY_ORDERS:
+            raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, got {property_order!r}")
         schema = _load_schema(schema)
-        spec = json.dumps(schema, sort_keys=True)
+        # the cache key: canonical, except that with ordered properties the schema's key order matters
+        spec = json.dumps(schema, sort_keys=property_order != "schema")
 
         def build() -> Grammar:
             _check_schema(schema)
@@ -69,8 +75,9 @@ class GrammarCompiler:
                 raise GrammarError("schema nests too deeply to compile (limit: Python recursion)") from None
             if whitespace == "compact":
                 self._cap_numbers(sc.nodes)
-            return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace)
-        return self._cached(("json_schema", spec, whitespace, self.tokenizer.name), build)
+            return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace,
+                           property_order=property_order)
+        return self._cached(("json_schema", spec, whitespace, property_order, self.tokenizer.name), build)
 
     def _cap_numbers(self, nodes: list) -> None:
         """Generation mode: number lexemes write at most NUMBER_DIGITS digits in a row (see digit_cap)."""

@@ -3,6 +3,7 @@ other by index into `Grammar.nodes`, so recursive schemas ($ref cycles) are plai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Optional
 
 from .byte_dfa import ByteDFA
@@ -34,6 +35,11 @@ class ObjectNode:
     pattern_nodes: dict = field(default_factory=dict)   # frozenset of matched pattern indices -> value node
     deps: dict = field(default_factory=dict)   # dependentRequired: name -> names required when it is present
     key_dfas: dict = field(default_factory=dict)   # (seen, nkeys) -> ByteDFA, built lazily
+
+    @cached_property
+    def rank(self) -> dict[str, int]:
+        """Schema position of each named property (the generation order when properties are ordered)."""
+        return {n: i for i, n in enumerate(self.props)}
 
     def other_node(self, matched: frozenset) -> Optional[int]:
         """Value node for a name not in `props` matching the given patterns (None: such names not allowed)."""

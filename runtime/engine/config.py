@@ -18,6 +18,7 @@ class EngineConfig:
     attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)
     enable_jump_forward: bool = True
     json_whitespace: str = "compact"      # JSON-schema outputs: "compact" (generation mode) or "any"
+    json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread
@@ -43,6 +44,8 @@ class EngineConfig:
             raise bad("max_context", "must be an int >= 2 or None")
         if self.json_whitespace not in ("compact", "any"):
             raise bad("json_whitespace", "must be 'compact' or 'any'")
+        if self.json_property_order not in ("schema", "any"):
+            raise bad("json_property_order", "must be 'schema' or 'any'")
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
 

@@ -49,7 +49,7 @@ class Engine:
         self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,
                             cfg.disable_radix_cache)
         self.runner = ModelRunner(self.model, pool_tokens + 1, cfg.attention_backend, device)
-        self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace)
+        self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order)
         eos = self.tokenizer.eos_token_id
         self.processor = StepProcessor(Sampler(mc.vocab_size, eos), eos,
                                        self.grammar.jump_forward if cfg.enable_jump_forward else None)

@@ -10,9 +10,10 @@ from .sampling_params import SamplingParams
 
 
 class GrammarBackend:
-    def __init__(self, tokenizer, json_whitespace: str = "compact"):
+    def __init__(self, tokenizer, json_whitespace: str = "compact", json_property_order: str = "schema"):
         self.tokenizer = tokenizer
         self.json_whitespace = json_whitespace
+        self.json_property_order = json_property_order
         self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
 
     def _get_compiler(self):
@@ -35,7 +36,8 @@ class GrammarBackend:
             if kind == "regex":
                 return compiler.compile_regex(text)
             if kind == "json_schema":
-                return compiler.compile_json_schema(text, whitespace=self.json_whitespace)
+                return compiler.compile_json_schema(text, whitespace=self.json_whitespace,
+                                                    property_order=self.json_property_order)
             if not hasattr(compiler, "compile_ebnf"):
                 raise ValueError("sampling_params['ebnf'] is not supported by this build's grammar compiler")
             return compiler.compile_ebnf(text)

@@ -25,6 +25,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--seed", "seed", int, "random seed of the engine"),
     ("--max-context", "max_context", int, "serve a shorter context than the model's"),
     ("--json-whitespace", "json_whitespace", str, "JSON-schema outputs: 'compact' or 'any' whitespace"),
+    ("--json-property-order", "json_property_order", str,
+     "JSON-schema outputs: named properties in 'schema' order (forced keys) or in 'any' order"),
 )
 # switches: (flag, EngineConfig field, value the flag sets, help)
 ENGINE_FLAGS: tuple[tuple[str, str, bool, str], ...] = (

@@ -269,3 +269,38 @@ def test_generation_mode_caps_digit_runs(compiler):
     s = compiler.compile_json_schema({"type": "object", "properties": {"s": {"type": "string"}}},
                                      whitespace="compact")
     assert ok(s, '{"s":"' + "1" * 40 + '"}')
+
+
+def test_schema_property_order(compiler):
+    """property_order="schema" (generation): named properties in schema order, optional ones skippable,
+    required ones never; other names only after every required one; keys become forced text."""
+    def ok(g, text):
+        m = g.matcher()
+        return m.advance_bytes(text.encode()) and m.is_accepting()
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
+                                               "c": {"type": "boolean"}}, "required": ["a", "c"]}
+    g = compiler.compile_json_schema(schema, whitespace="compact", property_order="schema")
+    free = compiler.compile_json_schema(schema, whitespace="compact")
+    for text, ordered in [('{"a":1,"c":true}', True), ('{"a":1,"b":"x","c":true}', True),
+                          ('{"a":1,"c":true,"z":null}', True), ('{"c":true,"a":1}', False),
+                          ('{"a":1,"c":true,"b":"x"}', False), ('{"a":1,"z":1,"c":true}', False)]:
+        assert ok(g, text) == ordered and ok(free, text), text
+    assert not ok(g, '{"a":1}') and not ok(free, '{"a":1}')
+    assert g.matcher().forced_bytes() == b'{"a":' and free.matcher().forced_bytes() == b'{"'
+    # minProperties stays reachable: an optional property skipped cannot strand the object
+    g = compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"},
+                                                                       "b": {"type": "integer"}},
+                                      "minProperties": 2, "additionalProperties": False},
+                                     whitespace="compact", property_order="schema")
+    assert g.matcher().forced_bytes() == b'{"a":' and ok(g, '{"a":1,"b":2}') and not ok(g, '{"b":2}')
+    with pytest.raises(ValueError, match="property_order"):
+        compiler.compile_json_schema(schema, property_order="sorted")
+    # the compile cache must not hand one key order's grammar to a schema listing the properties otherwise
+    ab = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+          "required": ["a", "b"]}
+    ba = {"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "integer"}},
+          "required": ["a", "b"]}
+    first = compiler.compile_json_schema(ab, whitespace="compact", property_order="schema")
+    second = compiler.compile_json_schema(ba, whitespace="compact", property_order="schema")
+    assert first.matcher().forced_bytes() == b'{"a":' and second.matcher().forced_bytes() == b'{"b":'

@@ -1,0 +1,76 @@
+"""Lowering of `type: array` and `type: object` to ArrayNode / ObjectNode; their sub-schemas are compiled
+through the SchemaCompiler, so `$ref` cycles stay cycles of node indices."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import UnsupportedSchemaError
+from .nodes import ArrayNode, ObjectNode
+from .regex import RegexUnsupported, regex_to_char_fsm
+
+if TYPE_CHECKING:
+    from .schema import SchemaCompiler
+
+MAX_PATTERN_PROPERTIES = 4    # a value node is built for every subset of patterns a name can match
+
+
+def lower_array(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+    prefix = s.get("prefixItems")
+    items = s.get("items", True)
+    if isinstance(items, list):               # draft <= 2019: items as a tuple, then additionalItems
+        prefix, items = items, s.get("additionalItems", True)
+    # additionalItems without tuple-form items is ignored (spec)
+    prefix = prefix or []
+    pre = tuple(sc.compile(p, f"{ptr}/prefixItems/{i}") for i, p in enumerate(prefix))
+    it = None if items is False else sc.compile(items, f"{ptr}/items")
+    return sc.add(ArrayNode(pre, it, int(s.get("minItems", 0)),
+                            None if s.get("maxItems") is None else int(s["maxItems"])))
+
+
+def lower_object(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+    """A value under a name must match its `properties` schema and every pattern the name matches; a name
+    that is required (directly or by dependentRequired) but not listed gets its pattern/additional node."""
+    props_s = s.get("properties", {})
+    add_s = s.get("additionalProperties", True)
+    additional = None if add_s is False else sc.compile(add_s, f"{ptr}/additionalProperties")
+    pp = s.get("patternProperties") or {}
+    if len(pp) > MAX_PATTERN_PROPERTIES:
+        raise UnsupportedSchemaError("patternProperties", ptr, f"more than {MAX_PATTERN_PROPERTIES} patterns")
+    pats, pat_schemas = [], []
+    for p, sub in pp.items():
+        try:
+            pats.append(regex_to_char_fsm(p, True))
+        except RegexUnsupported as e:
+            raise UnsupportedSchemaError("patternProperties", ptr, str(e)) from None
+        pat_schemas.append(sub)
+
+    def combined(name_schema, matched, where):
+        parts = ([name_schema] if name_schema is not None else []) + [pat_schemas[i] for i in matched]
+        if len(parts) == 1:
+            return sc.compile(parts[0], where)
+        return sc.compile({"allOf": parts}, where)
+
+    props = {}
+    for name, sub in props_s.items():
+        matched = [i for i, f in enumerate(pats) if f.matches(name)]
+        props[name] = combined(sub, matched, f"{ptr}/properties/{name}")
+    pattern_nodes = {}
+    for mask in range(1, 1 << len(pats)):
+        subset = frozenset(i for i in range(len(pats)) if mask >> i & 1)
+        pattern_nodes[subset] = combined(None, sorted(subset), f"{ptr}/patternProperties")
+    required = frozenset(s.get("required", []))
+    deps = {k: frozenset(v) for k, v in s.get("dependentRequired", {}).items()}
+    for k, v in (s.get("dependencies") or {}).items():       # draft <= 7
+        if isinstance(v, list):
+            deps[k] = deps.get(k, frozenset()) | frozenset(v)
+        else:
+            raise UnsupportedSchemaError("dependencies", ptr, "schema dependencies are not supported")
+    named_needed = set(required) | set(deps) | {n for v in deps.values() for n in v}
+    for r in named_needed:
+        if r not in props:
+            matched = frozenset(i for i, f in enumerate(pats) if f.matches(r))
+            v = pattern_nodes[matched] if matched else additional
+            props[r] = v if v is not None else sc.never()
+    return sc.add(ObjectNode(props, required, additional, int(s.get("minProperties", 0)),
+                             None if s.get("maxProperties") is None else int(s["maxProperties"]),
+                             tuple(pats), pattern_nodes, deps))

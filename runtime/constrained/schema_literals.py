@@ -1,0 +1,76 @@
+"""Lowering of finite value sets: `null`, `boolean`, and `enum`/`const` (one node per distinct value, the
+schema's other keywords applied to the values up front)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .errors import GrammarError
+from .json_numbers import literal_number
+from .json_values import json_equal, json_in
+from .key_dfa import words_dfa
+from .nodes import ArrayNode, LexNode, ObjectNode, UnionNode
+from .schema_keywords import constraints
+
+if TYPE_CHECKING:
+    from .schema import SchemaCompiler
+
+
+def lower_null(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+    if any(v is None for v in s.get("$exclude", [])):
+        return sc.never()
+    return sc.lex_regex("null")
+
+
+def lower_boolean(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+    ex = [v for v in s.get("$exclude", []) if isinstance(v, bool)]
+    opts = [w for w, v in (("true", True), ("false", False)) if v not in ex]
+    return sc.lex_regex("|".join(opts)) if opts else sc.never()
+
+
+def lower_enum(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+    """A schema with `enum` and/or `const`: the listed values that also satisfy every other keyword."""
+    values = list(s["enum"]) if "enum" in s else [s["const"]]
+    if "enum" in s and "const" in s:
+        values = [v for v in values if json_equal(v, s["const"])]
+    excluded = s.get("$exclude", [])
+    values = [v for v in values if not json_in(v, excluded)]
+    rest = constraints(s, "enum", "const", "$exclude")
+    if rest:
+        import jsonschema
+        doc = dict(rest)
+        root = sc.doc.root
+        if isinstance(root, dict):
+            for k in ("$defs", "definitions"):
+                if k in root:
+                    doc[k] = root[k]
+        try:
+            v = jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator)(doc)
+            values = [x for x in values if v.is_valid(x)]
+        except jsonschema.exceptions.SchemaError as e:
+            raise GrammarError(f"invalid schema at {ptr}: {e.message}") from None
+    uniq: list = []
+    for v in values:
+        if not json_in(v, uniq):
+            uniq.append(v)
+    ids = [const_node(sc, v) for v in uniq]
+    if not ids:
+        return sc.never()
+    # scalars of one lexeme kind could share one DFA; separate nodes keep this simple and exact
+    return ids[0] if len(ids) == 1 else sc.add(UnionNode(tuple(ids)))
+
+
+def const_node(sc: SchemaCompiler, v: Any) -> int:
+    """A node matching exactly the JSON value `v`: an object needs all of its keys and no others."""
+    if v is None:
+        return sc.lex_regex("null")
+    if isinstance(v, bool):
+        return sc.lex_regex("true" if v else "false")
+    if isinstance(v, (int, float)):
+        return sc.lex_regex(literal_number(v))
+    if isinstance(v, str):
+        d = sc.dfa(("lit", v), lambda: words_dfa({v: True}, None, canonical=sc.canonical))
+        return sc.add(LexNode(d))
+    if isinstance(v, list):
+        return sc.add(ArrayNode(tuple(const_node(sc, x) for x in v), None, len(v), len(v)))
+    props = {k: const_node(sc, x) for k, x in v.items()}
+    return sc.add(ObjectNode(props, frozenset(props), None))

@@ -1,0 +1,64 @@
+"""Lowering of `type: string`: pattern (search semantics), format, excluded values (from `not`) and
+minLength/maxLength, to one lexeme DFA over the JSON string text."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .byte_dfa import ByteDFA
+from .charfsm import literal_trie, with_length
+from .errors import GrammarError, UnsupportedSchemaError
+from .formats import FORMATS
+from .intersect import intersect
+from .key_dfa import words_dfa
+from .nodes import LexNode
+from .regex import RegexUnsupported, regex_to_char_fsm
+from .schema_keywords import STANDARD_FORMATS
+
+if TYPE_CHECKING:
+    from .schema import SchemaCompiler
+
+MAX_LENGTH_STATES = 4000     # pattern x character-counter product states before length bounds are refused
+
+
+def lower_string(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+    min_len = s.get("minLength", 0)
+    max_len = s.get("maxLength")
+    fsm = None
+    if "pattern" in s:
+        try:
+            fsm = regex_to_char_fsm(s["pattern"], True)
+        except RegexUnsupported as e:
+            raise UnsupportedSchemaError("pattern", ptr, str(e)) from None
+    if "format" in s and s["format"] in STANDARD_FORMATS:   # unknown formats are annotations (spec)
+        f = s["format"]
+        if f not in FORMATS:
+            raise UnsupportedSchemaError("format", ptr, f"format {f!r} is not enforced (supported: "
+                                         f"{', '.join(sorted(FORMATS))})")
+        ffsm = regex_to_char_fsm(FORMATS[f], False)
+        fsm = ffsm if fsm is None else intersect(fsm, ffsm)
+    excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
+    if excluded:
+        if fsm is None:
+            d = sc.dfa(("notwords", excluded), lambda: words_dfa({}, True, excluded, sc.canonical))
+            return sc.add(LexNode(d, min_len, max_len))
+        fsm = intersect(fsm, literal_trie({}, True, excluded))
+    if fsm is None:
+        return sc.plain_string(min_len, max_len)
+    if min_len == 0 and max_len is not None:
+        # exact without a product automaton: with no lower bound, a state is live iff its shortest
+        # completion fits in what maxLength leaves (LexNode counts characters, char_dist checks the rest)
+        key = ("strfsm", s.get("pattern"), s.get("format"), excluded)
+        d = sc.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, sc.canonical))
+        return sc.add(LexNode(d, 0, max_len))
+    if min_len or max_len is not None:
+        try:
+            fsm = with_length(fsm, min_len, max_len, MAX_LENGTH_STATES)
+        except OverflowError:
+            raise UnsupportedSchemaError("maxLength" if max_len is not None else "minLength", ptr,
+                                         "length bounds together with a pattern/format are too large") from None
+    key = ("strfsm", s.get("pattern"), s.get("format"), excluded, min_len, max_len)
+    try:
+        d = sc.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, sc.canonical))
+    except OverflowError as e:
+        raise GrammarError(f"string at {ptr}: {e}") from None
+    return sc.add(LexNode(d))

@@ -20,8 +20,9 @@ import numpy as np
 from .byte_dfa import ByteDFA
 
 _CACHE_BYTES = 256 << 20    # classification cache budget
-_DENSE_NODES = 4096
-_WS = b" \t\n\r"         # a root walk whose live first bytes cover more trie nodes than this is vectorised
+_DFS_NODES = 512            # a root walk whose first bytes cover more trie nodes than this is vectorised
+_FEW_BYTES = 16             # ... and restricted to those first bytes' subtrees when there are this few
+_WS = b" \t\n\r"           # JSON whitespace
 
 
 class TokenClasses(NamedTuple):
@@ -149,14 +150,19 @@ class TokenIndex:
         key = (dfa.key, state, node)
         hit = self._cache.get(key)
         if hit is not None:
+            with self._lock:
+                if key in self._cache:
+                    self._cache.move_to_end(key)      # least recently used goes first
             return hit
         alias = dfa.alias
         if node == 0 and alias is not None and state < alias.num_states:
             out = self.classify(alias, state)
         elif node == 0 and alias is not None:
             differ = np.nonzero(dfa.table[state] != dfa.table[dfa.alias_ref])[0]
+            redo = np.zeros(257, bool)        # by first byte
+            redo[differ] = True
             out = _merge(self.classify(dfa, dfa.alias_ref), self._walk(dfa, state, 0, differ.tolist()),
-                         np.isin(self.token_first, differ))
+                         redo[self.token_first])
         else:
             out = self._walk(dfa, state, node, None)
         with self._lock:
@@ -168,12 +174,14 @@ class TokenIndex:
         return out
 
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
-        """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out)."""
-        kids = self.children[node]
-        first = dfa.live_bytes(state) if only is None else only
-        cover = sum(self.subtree_size[kids[b]] for b in first if b in kids)
-        if node == 0 and cover > _DENSE_NODES:
-            return self._walk_levels(dfa, state, only)
+        """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python
+        costs ~1 µs a trie node, the vectorised walk ~1 ms for the whole trie: the first bytes' subtree sizes
+        decide."""
+        if node == 0:
+            kids = self.children[0]
+            first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
+            if sum(self.subtree_size[kids[b]] for b in first) > _DFS_NODES:
+                return self._walk_levels(dfa, state, first if len(first) <= _FEW_BYTES else None)
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
@@ -214,8 +222,9 @@ class TokenIndex:
         return TokenClasses(np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32),
                             self._leaving(dfa, state, self.depth[node], leaving_ids))
 
-    def _walk_levels(self, dfa: ByteDFA, state: int, only) -> TokenClasses:
-        """The vectorised walk from the trie root; with `only` (first bytes), just those subtrees."""
+    def _walk_levels(self, dfa: ByteDFA, state: int, only: list[int] | None) -> TokenClasses:
+        """The vectorised walk from the trie root; with `only` (a few first bytes, all root children), just
+        those subtrees. Without it, every first byte the DFA reads from `state`."""
         table, acc = dfa.walk_table, dfa.walk_accepting
         bnd = dfa.walk_boundary
         dead = dfa.num_states
@@ -229,28 +238,29 @@ class TokenIndex:
                 sel = slice(lo, hi)
                 pp, bb = ppos, b
             else:
-                idx = np.concatenate([np.arange(fb[x], fb[x + 1]) for x in only] + [np.zeros(0, np.int64)])
+                idx = np.concatenate([np.arange(fb[x], fb[x + 1]) for x in only])
                 if idx.size == 0:
                     break
                 sel = lo + idx
                 pp, bb = ppos[idx], b[idx]
             ps = st[pp]
-            alive = ps != dead
-            if not alive.any() and not anc[pp].any():
+            if not (ps != dead).any() and not anc[pp].any():
                 break
             st[sel] = table[ps, bb]
             anc[sel] = anc[pp] | (acc[ps] & (not first))
             inc[sel] = inc[pp] + (bnd[ps] & (bb != 0x22))
             first = False
-        tok_state = st[self.token_pos]
-        inside = (tok_state != dead) & self.is_text
-        leaving_ids = np.nonzero(anc[self.token_pos] & ~inside & self.is_text)[0]
-        if only is not None:
-            keep = np.isin(self.token_first, only)
-            inside &= keep
-            leaving_ids = leaving_ids[keep[leaving_ids]]
-        ids = np.nonzero(inside)[0].astype(np.int32)
-        return TokenClasses(ids, inc[self.token_pos[ids]], tok_state[ids],
+        if only is None:
+            toks = self.by_pre
+        else:
+            kids = self.children[0]
+            toks = np.concatenate([self.by_pre[self.tok_lo[kids[x]]:self.tok_hi[kids[x]]] for x in only])
+        pos = self.token_pos[toks]
+        tok_state = st[pos]
+        inside = tok_state != dead
+        ids = toks[inside]
+        leaving_ids = toks[anc[pos] & ~inside]
+        return TokenClasses(ids, inc[pos[inside]], tok_state[inside],
                             self._leaving(dfa, state, 0, leaving_ids.tolist()))
 
     def _leaving(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple:

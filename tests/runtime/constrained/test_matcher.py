@@ -118,3 +118,48 @@ def test_jump_forward_commits_safe_prefix(tokenizer, compiler):
     assert ',"age":'.startswith(tokenizer.decode(ids))
     for rest in [',"age":3}', ',"age":-1}', ',"age":1234}']:     # forced text + what the model may write
         assert tokenizer.encode(rest)[:len(ids)] == ids
+
+
+def _brute_mask(g, stack) -> np.ndarray:
+    """Reference: a text token is allowed from `stack` iff the parser accepts its bytes (byte-by-byte run)."""
+    idx = g.index
+    out = np.zeros(idx.vocab_size, bool)
+    for t in idx.text_tokens:
+        out[t] = bool(g.run((stack,), idx.token_bytes[t]))
+    return out
+
+
+def test_stack_masks_equal_byte_by_byte_reference(tokenizer, compiler):
+    """The fast masks (structural trie walk handing lexemes to per-(DFA state, trie node) classifications,
+    object names filtered by reachable labels, string length bounds) equal a byte-by-byte run of every token."""
+    schema = {"type": "object", "properties": {
+        "name": {"type": "string", "minLength": 2, "maxLength": 5},
+        "tags": {"type": "array", "items": {"enum": ["red", "green"]}},
+        "n": {"anyOf": [{"type": "integer"}, {"type": "null"}]}},
+        "required": ["name"], "additionalProperties": {"type": "boolean"}}
+    g = compiler.compile_json_schema(schema)
+    text = '{"name": "ab", "tags": ["red"], "n": 12, "x": true}'
+    m = g.matcher()
+    checked = 0
+    for i, t in enumerate(tokenizer.encode(text)):
+        if i % 2 == 0:
+            for st in m._stacks:
+                assert (g.masks.stack_mask_bool(st) == _brute_mask(g, st)).all(), (i, st)
+                checked += 1
+        assert m.advance(t)
+    assert checked >= 8
+
+
+def test_classify_walks_agree(compiler):
+    """The vectorised and the depth-first classification give the same tokens, end states and leaving groups."""
+    from sglite.runtime.constrained.key_dfa import words_dfa
+    idx = compiler.index
+    dfa = words_dfa({"name": "name", "nick": "nick"}, ("other",))
+    for s in range(dfa.num_states):
+        if not dfa.live_bytes(s):
+            continue
+        a, b = idx._walk_levels(dfa, s, None), idx._walk_dfs(dfa, s, 0, None)
+        assert dict(zip(a.inside.tolist(), zip(a.end.tolist(), a.inc.tolist()))) == \
+            dict(zip(b.inside.tolist(), zip(b.end.tolist(), b.inc.tolist())))
+        assert {(x, rest, frozenset(toks)) for x, rest, toks in a.leaving} == \
+            {(x, rest, frozenset(toks)) for x, rest, toks in b.leaving}

@@ -1,0 +1,190 @@
+"""Property names of JSON objects: which names may come next, and the one key DFA per object that spells them.
+
+Every object has a single key DFA whatever names it has seen: its accepting states are labelled with the
+property name, `EXTRA` (another name) or ("*", matched pattern indices) (another name under
+patternProperties). Which of those labels are still allowed depends on (names seen, name count); a DFA state is
+allowed when it can still reach an allowed label (`allowed_states`). So a name that can only finish as one
+already used or no longer feasible cannot be started, and the DFA's token classification is shared by every
+position of the object."""
+from __future__ import annotations
+
+from typing import Hashable
+
+import numpy as np
+
+from .byte_dfa import ByteDFA
+from .charfsm import label_product, literal_trie
+from .key_dfa import words_dfa
+from .nodes import EXTRA, Node, ObjectNode
+
+_CACHE_LIMIT = 8_192
+
+
+class ObjectKeys:
+    """Name logic for the objects of one grammar. Immutable apart from caches that only grow."""
+
+    def __init__(self, nodes: list[Node], sat: list[bool], canonical: bool, ordered: bool):
+        # `ordered` (generation mode): named properties come in the schema's order, a required one is never
+        # skipped, and other names only once every required one is there, so keys are forced text
+        self.nodes, self.sat, self.canonical, self.ordered = nodes, sat, canonical, ordered
+        self._dfas: dict[int, tuple[ByteDFA, dict, np.ndarray]] = {}
+        self._choices: dict[tuple, tuple[dict, bool] | None] = {}
+        self._allowed: dict[tuple, tuple[np.ndarray, list[bool]]] = {}
+
+    # --- which names ---------------------------------------------------------------------------------------
+    def required(self, node: ObjectNode, seen: frozenset) -> frozenset:
+        """Names that must appear given those seen: `required` plus dependentRequired, transitively."""
+        req = node.required
+        if not node.deps:
+            return req
+        while True:
+            more = req.union(*(node.deps.get(n, ()) for n in seen | req))
+            if more == req:
+                return req
+            req = more
+
+    def _feasible(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
+        need = self.required(node, seen) - seen
+        if any(n not in node.props or not self.sat[node.props[n]] for n in need):
+            return False
+        last = self._last_rank(node, seen)
+        if any(node.rank[n] < last for n in need):
+            return False   # ordered: a required name was skipped
+        missing = len(need)
+        if node.max_props is not None and nk + missing > node.max_props:
+            return False
+        if nk + missing >= node.min_props:
+            return True
+        if self._others_possible(node):
+            return True
+        avail = sum(1 for n, v in node.props.items() if n not in seen and self.sat[v] and node.rank[n] > last)
+        return nk + avail >= node.min_props
+
+    def _last_rank(self, node: ObjectNode, seen: frozenset) -> int:
+        """Ordered mode: schema position of the last named property written (-1: none, or not ordered)."""
+        if not self.ordered:
+            return -1
+        return max((node.rank[n] for n in seen if n in node.rank), default=-1)
+
+    def _others_possible(self, node: ObjectNode) -> bool:
+        """Whether some name outside `properties` can have a valid value (additionalProperties or a pattern)."""
+        if node.additional is not None and self.sat[node.additional]:
+            return True
+        return any(self.sat[v] for v in node.pattern_nodes.values())
+
+    def can_close(self, node: ObjectNode, seen: frozenset, nk: int) -> bool:
+        return self.required(node, seen) <= seen and nk >= node.min_props
+
+    def choices(self, nid: int, seen: frozenset, nk: int) -> tuple[dict, bool] | None:
+        """(allowed named properties, whether other names are allowed) for the next property; None if none.
+        Cached."""
+        key = (nid, seen, nk)
+        if key in self._choices:
+            return self._choices[key]
+        node = self.nodes[nid]
+        out = None
+        if node.max_props is None or nk + 1 <= node.max_props:
+            last = self._last_rank(node, seen)
+            named = {n: n for n, v in node.props.items() if n not in seen and node.rank[n] > last and
+                     self.sat[v] and self._feasible(node, seen | {n}, nk + 1)}
+            extra = self._others_possible(node) and self._feasible(node, seen, nk + 1) and \
+                (not self.ordered or self.required(node, seen) <= seen)
+            if named or extra:
+                out = (named, extra)
+        if len(self._choices) > _CACHE_LIMIT:
+            self._choices.clear()
+        self._choices[key] = out
+        return out
+
+    # --- the key DFA -----------------------------------------------------------------------------------------
+    def dfa(self, nid: int) -> ByteDFA:
+        """The object's key DFA (JSON strings with quotes), built on first use."""
+        return self._dfa_entry(nid)[0]
+
+    def _dfa_entry(self, nid: int) -> tuple[ByteDFA, dict, np.ndarray]:
+        hit = self._dfas.get(nid)
+        if hit is None:
+            node = self.nodes[nid]
+            if node.patterns:
+                dfa = self._pattern_dfa(node)
+            else:
+                other = EXTRA if node.additional is not None and self.sat[node.additional] else None
+                dfa = words_dfa({n: n for n in node.props}, other, canonical=self.canonical)
+            hit = self._dfas[nid] = (dfa, *label_reach(dfa))
+        return hit
+
+    def _pattern_dfa(self, node: ObjectNode) -> ByteDFA:
+        """Names for an object with patternProperties: the product of the name trie with every pattern, labelled
+        (name) or ("*", matched pattern indices); names whose value could never be valid are not accepted."""
+        trie = literal_trie({n: n for n in node.props}, EXTRA)
+        pats = list(node.patterns)
+
+        def label(states):
+            tl = trie.finals.get(states[0])
+            if tl is not EXTRA:
+                return tl
+            matched = frozenset(i for i, (p, s) in enumerate(zip(pats, states[1:])) if s >= 0 and s in p.finals)
+            v = node.other_node(matched)
+            return ("*", matched) if v is not None and self.sat[v] else None
+        fsm = label_product([trie] + pats, label)
+        return ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.canonical)
+
+    def allowed_states(self, nid: int, seen: frozenset, nk: int) -> tuple[np.ndarray, list[bool]]:
+        """bool [num_states + 1] (last: dead) and the same as a list: key DFA states from which a name still
+        allowed after (seen, nk) can be reached. Cached."""
+        node = self.nodes[nid]
+        key = (nid, seen, nk if node.min_props or node.max_props is not None else 0)
+        hit = self._allowed.get(key)
+        if hit is None:
+            _, bit, reach = self._dfa_entry(nid)
+            want = np.zeros(reach.shape[1], np.uint64)
+            ch = self.choices(nid, seen, nk)
+            for label, i in bit.items():
+                if ch is not None and (label in ch[0] or (ch[1] and (label is EXTRA or isinstance(label, tuple)))):
+                    want[i >> 6] |= np.uint64(1 << (i & 63))
+            ok = (reach & want).any(axis=1)
+            hit = (ok, ok.tolist())
+            if len(self._allowed) > _CACHE_LIMIT:
+                self._allowed.clear()
+            self._allowed[key] = hit
+        return hit
+
+    def finish(self, nid: int, seen: frozenset, nk: int, s: int) -> tuple[frozenset, int] | None:
+        """(names seen, value node) after the name ending in accepting key-DFA state s; None if not allowed."""
+        node = self.nodes[nid]
+        label = self.dfa(nid).labels[s]
+        ch = self.choices(nid, seen, nk)
+        if ch is None:
+            return None
+        if label is EXTRA or isinstance(label, tuple):
+            return (seen, node.additional if label is EXTRA else node.other_node(label[1])) if ch[1] else None
+        if label not in ch[0]:
+            return None
+        return seen | {label}, node.props[label]
+
+
+def label_reach(dfa: ByteDFA) -> tuple[dict[Hashable, int], np.ndarray]:
+    """(label -> bit, uint64 [num_states + 1, words]): the labels of accepting states reachable from each
+    state, as bitsets (last row: dead, nothing). A fixpoint over the DFA's distinct edges."""
+    n = dfa.num_states
+    bit: dict[Hashable, int] = {}
+    for s, label in dfa.labels.items():
+        if dfa.accepting_list[s] and label is not None:
+            bit.setdefault(label, len(bit))
+    reach = np.zeros((n + 1, max(1, (len(bit) + 63) // 64)), np.uint64)
+    for s, label in dfa.labels.items():
+        if dfa.accepting_list[s] and label is not None:
+            i = bit[label]
+            reach[s, i >> 6] |= np.uint64(1 << (i & 63))
+    src, byte = np.nonzero(dfa.table >= 0)
+    if src.size == 0:
+        return bit, reach
+    pair = np.unique(src.astype(np.int64) * (n + 1) + dfa.table[src, byte])   # sorted by source
+    src, dst = pair // (n + 1), pair % (n + 1)
+    starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
+    heads = src[starts]
+    while True:
+        new = reach[heads] | np.bitwise_or.reduceat(reach[dst], starts, axis=0)
+        if (new == reach[heads]).all():
+            return bit, reach
+        reach[heads] = new

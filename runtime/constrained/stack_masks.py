@@ -1,0 +1,198 @@
+"""Token masks per parse stack: which text tokens the parser accepts from one stack.
+
+From a lexeme (L/K frame on top) the mask is the lexeme DFA state's token classification (`TokenIndex.classify`),
+trimmed for string length bounds and object names still allowed, plus the tokens that leave the lexeme
+part-way and whose rest the stack below accepts, plus (if the lexeme may end here) the mask of the stack below.
+From a structural position the vocabulary trie is walked byte by byte, but only along bytes that can come
+next, and only until a stack enters a lexeme: below that trie node the lexeme's classification takes over."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .byte_dfa import ByteDFA
+from .nodes import Node
+from .parser import Parser, Stack
+from .token_index import TokenIndex
+
+_CACHE_LIMIT = 8_192
+
+
+class StackMasks:
+    """Mask computation and cache for one grammar. The caches only grow (cleared wholesale at their limit)
+    and writes hold the lock, so one instance is shared by every request."""
+
+    def __init__(self, parser: Parser, nodes: list[Node], index: TokenIndex):
+        self.parser, self.nodes, self.index = parser, nodes, index
+        self.vocab_size = index.vocab_size
+        self.words = (index.vocab_size + 31) // 32
+        self._masks: dict[Stack, np.ndarray] = {}
+        self._leaving: dict[tuple, list] = {}
+        self._need: dict[tuple, int] = {}
+        self._lock = threading.Lock()
+
+    def stack_mask(self, stack: Stack) -> np.ndarray:
+        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached; the
+        cache holds ~6 KB per stack and is cleared when it reaches _CACHE_LIMIT entries."""
+        hit = self._masks.get(stack)
+        if hit is not None:
+            return hit
+        top = stack[-1]
+        if top[0] == "L" and top[3] >= 0 and self.nodes[top[1]].counted:
+            # a string's character count only matters near its bounds: far from them, every count gives the
+            # same mask, so it is cached under count -1
+            node = self.nodes[top[1]]
+            c = top[3]
+            if c >= node.min_chars and (node.max_chars is None or
+                                        node.max_chars - c >= self._max_need(node.dfa, top[2])):
+                far = stack[:-1] + (("L", top[1], top[2], -1),)
+                hit = self._masks.get(far)
+                if hit is None:
+                    hit = self._store(far, self._compute(stack))
+                return hit
+        return self._store(stack, self._compute(stack))
+
+    def stack_mask_bool(self, stack: Stack) -> np.ndarray:
+        """`stack_mask` unpacked to bool [vocab]."""
+        return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
+            .astype(bool)
+
+    def _store(self, stack: Stack, packed: np.ndarray) -> np.ndarray:
+        with self._lock:
+            if len(self._masks) > _CACHE_LIMIT:
+                self._masks.clear()
+            self._masks[stack] = packed
+        return packed
+
+    def _max_need(self, dfa: ByteDFA, s: int) -> int:
+        """Largest character count a token can add from DFA state s (plus what must follow), for caching."""
+        key = (dfa.key, s)
+        v = self._need.get(key)
+        if v is None:
+            cls = self.index.classify(dfa, s)
+            need = cls.inc + dfa.char_dist[cls.end]
+            v = self._need[key] = int(need.max(initial=0)) + self.index.max_depth + 1
+        return v
+
+    def _compute(self, stack: Stack) -> np.ndarray:
+        mask = np.zeros(self.vocab_size, bool)
+        if stack[-1][0] in ("L", "K"):
+            self._lexeme_tokens(stack, 0, mask)
+            below = self.parser.lexeme_end(stack)
+            if below is not None:
+                # the lexeme may end right here: every token allowed after it is allowed now
+                mask |= self.stack_mask_bool(below)
+        else:
+            self._walk_trie(stack, mask)
+        return _pack(mask, self.words)
+
+    def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray) -> None:
+        """Set in `mask` the tokens below trie node `node` (its prefix already read into `stack`, whose top is an
+        L or K frame) that the lexeme reads at least one more byte of: those it reads wholly, and those it
+        leaves part-way whose rest the stack below accepts. (The lexeme ending right at `node` is the caller's
+        business, see `Parser.lexeme_end`.)"""
+        top = stack[-1]
+        lex = self.nodes[top[1]] if top[0] == "L" else None
+        if lex is not None:
+            dfa, s, c, counted = lex.dfa, top[2], top[3], lex.counted
+        else:
+            dfa, s, c, counted = self.parser.keys.dfa(top[1]), top[4], 0, False
+        cls = self.index.classify(dfa, s, node)
+        ids = cls.inside
+        if lex is None:
+            # only names still allowed here: the token must end where an allowed name can be reached
+            ids = ids[self.parser.keys.allowed_states(top[1], top[2], top[3])[0][cls.end]]
+        elif counted:
+            ok = np.ones(len(ids), bool)
+            if lex.max_chars is not None:
+                # room must remain for the shortest completion the lexeme DFA still needs
+                ok &= cls.inc + dfa.char_dist[cls.end] <= lex.max_chars - c
+            if lex.min_chars > c:
+                # a token that closes the string must bring it to minLength
+                ok &= ~dfa.walk_accepting[cls.end] | (cls.inc >= lex.min_chars - c)
+            ids = ids[ok]
+        mask[ids] = True
+        # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
+        # lexeme's character count, so it is cached per (dfa state, node, stack below) and only the count is
+        # checked here
+        for t, dc in self._leaving_ok(stack, node, dfa, s, cls.leaving):
+            if counted:
+                c2 = c + dc
+                if c2 < lex.min_chars or (lex.max_chars is not None and c2 > lex.max_chars):
+                    continue
+            mask[t] = True
+
+    def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
+        """(token, characters before the end) for tokens that end the top lexeme part-way and whose rest the
+        stack below accepts. Cached per (dfa, state, node, stack below the lexeme)."""
+        key = (dfa.key, s, node, stack[:-1], stack[-1][0] == "K" and stack[-1][1:4])
+        hit = self._leaving.get(key)
+        if hit is not None:
+            return hit
+        below_of: dict[int, Stack | None] = {}
+        out = []
+        for a, rest, toks in leaving:
+            if a not in below_of:
+                below_of[a] = self.parser.finish(stack, a)
+            below = below_of[a]
+            if below is not None and self.parser.run((below,), rest):
+                out.extend(toks)
+        with self._lock:
+            if len(self._leaving) > _CACHE_LIMIT:
+                self._leaving.clear()
+            self._leaving[key] = out
+        return out
+
+    def _walk_trie(self, stack: Stack, mask: np.ndarray) -> None:
+        """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,
+        visiting only children whose byte can come next. Where a stack enters a lexeme (L/K on top), the
+        tokens that go on inside it come from the lexeme's token classification below that trie node, and
+        only the stack after the lexeme (if it may end there) walks on byte by byte."""
+        parser = self.parser
+        children, ends = self.index.children, self.index.ends
+        allowed: list[int] = []
+        todo = [(0, [stack])]
+        while todo:
+            node, stacks = todo.pop()
+            struct: list[Stack] = []
+            for st in stacks:
+                while st is not None and st[-1][0] in ("L", "K"):
+                    self._lexeme_tokens(st, node, mask)
+                    st = parser.lexeme_end(st)
+                if st is not None and st not in struct:
+                    struct.append(st)
+            if not struct:
+                continue
+            nb: set[int] = set()
+            for st in struct:
+                nb |= parser.next_bytes(st)
+            bases = [node]
+            if parser.ws and all(st[-1][0] in ("V", "O", "A") for st in struct):
+                # whitespace leaves these stacks as they are: take every run of it below `node` at once
+                bases = self.index.ws_closure(node)
+                for w in bases[1:]:
+                    allowed.extend(ends[w])
+                nb -= parser.ws
+            for b in nb:
+                nxt = None
+                for n in bases:
+                    child = children[n].get(b)
+                    if child is None:
+                        continue
+                    if nxt is None:
+                        nxt = parser.run(struct, bytes((b,)))
+                        if not nxt:
+                            break
+                    allowed.extend(ends[child])
+                    if children[child]:
+                        todo.append((child, nxt))
+        mask[allowed] = True
+
+
+def _pack(mask: np.ndarray, words: int) -> np.ndarray:
+    """bool [vocab] -> int32 [words], bit j of word w = token 32*w+j."""
+    bits = np.packbits(mask, bitorder="little")
+    if bits.size < words * 4:
+        bits = np.concatenate([bits, np.zeros(words * 4 - bits.size, np.uint8)])
+    return bits.view("<i4").astype(np.int32, copy=False)

@@ -40,5 +40,9 @@ _AUTH = f"(({_UNRES}|{_PCT}|{_SUBD}|:)*@)?{_HOST}(:[0-9]*)?"
 _HIER = (f"(//{_AUTH}(/{_PCHAR}*)*|/({_PCHAR}+(/{_PCHAR}*)*)?|{_PCHAR}+(/{_PCHAR}*)*|)")
 URI = f"[A-Za-z][A-Za-z0-9+.-]*:{_HIER}(\\?({_PCHAR}|[/?])*)?(#({_PCHAR}|[/?])*)?"
 
+# longest valid value, in characters, where a standard bounds it (RFC 5321 4.5.3.1.3: a path is at most 256
+# octets with its angle brackets, so an address is at most 254)
+FORMAT_MAX_LENGTH = {"email": 254}
+
 FORMATS = {"date": DATE, "time": TIME, "date-time": DATE_TIME, "email": EMAIL, "uuid": UUID, "uri": URI,
            "ipv4": IPV4}

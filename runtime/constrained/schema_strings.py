@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from .byte_dfa import ByteDFA
 from .charfsm import literal_trie, with_length
 from .errors import GrammarError, UnsupportedSchemaError
-from .formats import FORMATS
+from .formats import FORMAT_MAX_LENGTH, FORMATS
 from .intersect import intersect
 from .key_dfa import words_dfa
 from .nodes import LexNode
@@ -36,6 +36,8 @@ def lower_string(sc: SchemaCompiler, s: dict, ptr: str) -> int:
                                          f"{', '.join(sorted(FORMATS))})")
         ffsm = regex_to_char_fsm(FORMATS[f], False)
         fsm = ffsm if fsm is None else intersect(fsm, ffsm)
+        if f in FORMAT_MAX_LENGTH and min_len == 0:   # the exact counted path below, no product automaton
+            max_len = min(max_len, FORMAT_MAX_LENGTH[f]) if max_len is not None else FORMAT_MAX_LENGTH[f]
     excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
     if excluded:
         if fsm is None:

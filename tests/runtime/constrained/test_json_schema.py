@@ -304,3 +304,15 @@ def test_schema_property_order(compiler):
     first = compiler.compile_json_schema(ab, whitespace="compact", property_order="schema")
     second = compiler.compile_json_schema(ba, whitespace="compact", property_order="schema")
     assert first.matcher().forced_bytes() == b'{"a":' and second.matcher().forced_bytes() == b'{"b":'
+
+
+def test_email_is_at_most_254_characters(tokenizer, compiler):
+    """RFC 5321 bounds an address at 254 characters; a generated email cannot ramble past it."""
+    g = compiler.compile_json_schema({"type": "string", "format": "email"})
+    ok = "a" * 120 + "@" + "b" * 60 + "." + "c" * 60 + ".org"
+    assert len(ok) == 246 and accepts(tokenizer, g, ok)
+    assert not accepts(tokenizer, g, "a" * 250 + "@b.org")
+    m = g.matcher()
+    assert m.advance_bytes(b'"' + b"x" * 251)   # 3 characters left: one more, then "@" and a one-letter domain
+    assert m.copy().advance_bytes(b'x@b"') and not m.copy().advance_bytes(b"xx")
+    assert compiler.compile_json_schema({"type": "string", "format": "email", "maxLength": 10}) is not None

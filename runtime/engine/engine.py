@@ -15,6 +15,7 @@ import torch
 
 from .config import EngineConfig
 from .grammar import GrammarBackend
+from .grammar_masks import MaskPrefetcher
 from .handle import END, RequestHandle
 from .kv_manager import KVManager
 from .model_runner import ModelRunner
@@ -54,6 +55,7 @@ class Engine:
         self.processor = StepProcessor(Sampler(mc.vocab_size, eos), eos,
                                        self.grammar.jump_forward if cfg.enable_jump_forward else None)
         self.scheduler = Scheduler(cfg, self.kv)
+        self.masks = MaskPrefetcher(mc.vocab_size, eos)
         self.debug_checks = False   # tests set True: check_integrity after every step
         self._stats = {"prompt_tokens": 0, "cached_tokens": 0, "prefill_tokens_computed": 0,
                        "decode_tokens": 0, "requests_finished": 0}
@@ -130,6 +132,7 @@ class Engine:
         with self._drive_lock:  # a submission that raced with closing: enqueue it, then abort it
             self._drain_inbox()
             self._abort_all()
+        self.masks.shutdown()
 
     def __enter__(self) -> "Engine":
         return self
@@ -243,8 +246,9 @@ class Engine:
                 if self.scheduler.has_work():
                     raise RuntimeError("scheduler made no progress with requests pending")
                 return
+            pending = self.masks.start(batch.reqs, batch.extend_lens)   # built while the forward runs
             out = self.runner.forward(batch, self.kv.req_to_token.table)
-            self.processor.process(batch, out)
+            self.processor.process(batch, out, pending.result() if pending is not None else None)
             self._stats["prefill_tokens_computed"] += batch.num_prefill_tokens
             self._stats["decode_tokens"] += batch.num_tokens - batch.num_prefill_tokens
             finished = self.scheduler.on_step_done(batch)

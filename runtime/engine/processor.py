@@ -7,6 +7,7 @@ from typing import Callable
 
 import torch
 
+from .grammar_masks import GrammarMasks
 from .model_runner import ForwardOutput, ScheduledBatch
 from .request import FinishReason, Req
 from .sampler import Sampler
@@ -19,8 +20,9 @@ class StepProcessor:
         self.eos_token_id = eos_token_id
         self.jump_forward = jump_forward   # forced tokens after a grammar step ([] if none), or None (off)
 
-    def process(self, batch: ScheduledBatch, out: ForwardOutput) -> None:
-        """Mutates batch.reqs: kv_len, logprobs, output_ids, finish_reason, matcher state."""
+    def process(self, batch: ScheduledBatch, out: ForwardOutput, masks: GrammarMasks | None = None) -> None:
+        """Mutates batch.reqs: kv_len, logprobs, output_ids, finish_reason, matcher state. `masks`: grammar
+        masks built during the forward pass (see grammar_masks)."""
         self._prompt_logprobs(batch, out)
         for req, n in zip(batch.reqs, batch.extend_lens):
             req.kv_len += n
@@ -35,7 +37,7 @@ class StepProcessor:
             return
         reqs = [batch.reqs[i] for i in idx]
         logits = out.logits[[out.sample_rows[i] for i in idx]]
-        s = self.sampler.sample(logits, reqs)
+        s = self.sampler.sample(logits, reqs, masks)
         for j, req in enumerate(reqs):
             lp = s.logprobs[j] if s.logprobs else None
             top = s.top_logprobs[j] if s.top_logprobs else []

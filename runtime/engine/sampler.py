@@ -11,6 +11,7 @@ from typing import NamedTuple, Sequence
 
 import torch
 
+from .grammar_masks import GrammarMasks
 from .request import Req
 
 NEG_INF = float("-inf")
@@ -43,15 +44,16 @@ class Sampler:
         self.vocab_size = vocab_size
         self.eos_token_id = eos_token_id
 
-    def sample(self, logits: torch.Tensor, reqs: Sequence[Req]) -> SampleOutput:
-        """logits: [B, V] float32, row i for reqs[i]. Mutates logits. Reads (does not advance) grammar state."""
+    def sample(self, logits: torch.Tensor, reqs: Sequence[Req], masks: GrammarMasks | None = None) -> SampleOutput:
+        """logits: [B, V] float32, row i for reqs[i]. Mutates logits. Reads (does not advance) grammar state;
+        `masks`: grammar masks built ahead for (some of) these requests, else they are built here."""
         B = len(reqs)
         logprobs = top = None
         want_lp = [i for i, r in enumerate(reqs) if r.return_logprob]
         raw_lp = torch.log_softmax(logits[want_lp], dim=-1) if want_lp else None
 
         self._apply_penalties(logits, reqs)
-        self._apply_masks(logits, reqs)
+        self._apply_masks(logits, reqs, masks)
 
         token_ids = torch.empty(B, dtype=torch.int64)
         greedy = [i for i, r in enumerate(reqs) if r.params.is_greedy]
@@ -112,7 +114,7 @@ class Sampler:
                 req.prompt_mask[torch.tensor(req.origin_input_ids)] = True
         return req.prompt_mask
 
-    def _apply_masks(self, logits: torch.Tensor, reqs: Sequence[Req]) -> None:
+    def _apply_masks(self, logits: torch.Tensor, reqs: Sequence[Req], masks: GrammarMasks | None) -> None:
         eos = self.eos_token_id
         for i, r in enumerate(reqs):
             if len(r.output_ids) < r.params.min_new_tokens:
@@ -121,15 +123,13 @@ class Sampler:
         rows = [i for i, r in enumerate(reqs) if r.matcher is not None]
         if not rows:
             return
-        words = (logits.shape[1] + 31) // 32
-        bitmask = torch.zeros((len(rows), words), dtype=torch.int32)
-        for j, i in enumerate(rows):
-            reqs[i].matcher.fill_bitmask(bitmask, j)
-            if eos is not None:  # EOS exactly when the grammar accepts
-                w, b = divmod(eos, 32)
-                word = int(bitmask[j, w]) & 0xFFFFFFFF
-                word = word | (1 << b) if reqs[i].matcher.is_accepting() else word & ~(1 << b)
-                bitmask[j, w] = word - (1 << 32) if word >= 1 << 31 else word
+        constrained = [reqs[i] for i in rows]
+        bitmask = masks.rows_for(constrained) if masks is not None else None
+        if bitmask is None:
+            bitmask = GrammarMasks.build(constrained, logits.shape[1], eos).bitmask
+        if len(rows) == logits.shape[0]:   # every row constrained: in place, no gather / scatter copies
+            apply_token_bitmask(logits, bitmask.to(logits.device))
+            return
         sub = logits[rows]
         apply_token_bitmask(sub, bitmask.to(sub.device))
         logits[rows] = sub

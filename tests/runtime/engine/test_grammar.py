@@ -88,3 +88,23 @@ def test_jump_forward_appends_forced_tokens_in_one_step(make_engine, monkeypatch
     forced = a["meta_info"]["forced_tokens"]
     assert b["meta_info"]["forced_tokens"] == 0 and forced > a["meta_info"]["completion_tokens"] // 2
     assert on.get_stats()["forward_passes"] == a["meta_info"]["completion_tokens"] - forced   # one per sample
+
+
+def test_masks_are_built_on_the_worker_during_the_forward_pass(make_engine, monkeypatch):
+    """Every step's grammar masks come from the prefetch worker (built while the model runs), once per sampled
+    token, and the sampler does not build them again."""
+    import threading
+
+    from sglite.runtime.engine.grammar_masks import GrammarMasks
+
+    threads = []
+    build = GrammarMasks.build
+
+    def spy(reqs, vocab_size, eos):
+        threads.append(threading.current_thread().name)
+        return build(reqs, vocab_size, eos)
+    monkeypatch.setattr(GrammarMasks, "build", staticmethod(spy))
+    e = make_engine(enable_jump_forward=False)
+    outs = e.generate(["Q:", "A longer prompt:"], {"max_new_tokens": 12, "regex": r"[0-9]{6}", "temperature": 0})
+    assert all(re.fullmatch(r"[0-9]{6}", o["text"]) for o in outs)
+    assert len(threads) == 6 and all(t.startswith("sglite-masks") for t in threads)

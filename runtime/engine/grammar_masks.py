@@ -1,0 +1,69 @@
+"""Grammar masks for one step, built while the forward pass runs.
+
+A request's grammar state is final once the previous step has been processed (sampled token and jump-forward
+tokens consumed), so the masks of the requests that will sample in this step can be built on a worker thread
+while the model computes the logits; the sampler then only applies them. The forward pass spends nearly all its
+time in torch ops that release the GIL, so the mask work (Python) overlaps it."""
+from __future__ import annotations
+
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Sequence
+
+import torch
+
+from .request import Req
+
+
+class GrammarMasks:
+    """int32 [len(reqs), ceil(vocab/32)] bitmask for `reqs` (bit j of word w: token 32w+j allowed), EOS exactly
+    where the request's grammar accepts."""
+
+    def __init__(self, reqs: Sequence[Req], bitmask: torch.Tensor):
+        self.reqs = list(reqs)
+        self.bitmask = bitmask
+
+    @staticmethod
+    def build(reqs: Sequence[Req], vocab_size: int, eos: int | None) -> "GrammarMasks":
+        words = (vocab_size + 31) // 32
+        bitmask = torch.zeros((len(reqs), words), dtype=torch.int32)
+        for j, r in enumerate(reqs):
+            r.matcher.fill_bitmask(bitmask, j)
+            if eos is not None:
+                w, b = divmod(eos, 32)
+                word = int(bitmask[j, w]) & 0xFFFFFFFF
+                word = word | (1 << b) if r.matcher.is_accepting() else word & ~(1 << b)
+                bitmask[j, w] = word - (1 << 32) if word >= 1 << 31 else word
+        return GrammarMasks(reqs, bitmask)
+
+    def rows_for(self, reqs: Sequence[Req]) -> torch.Tensor | None:
+        """The bitmask rows of `reqs` (each must be one of ours), or None if some request is not covered."""
+        at = {id(r): j for j, r in enumerate(self.reqs)}
+        rows = [at.get(id(r)) for r in reqs]
+        if any(j is None for j in rows):
+            return None
+        return self.bitmask[rows]
+
+
+class MaskPrefetcher:
+    """Starts `GrammarMasks.build` for a step's sampling requests on one worker thread."""
+
+    def __init__(self, vocab_size: int, eos: int | None):
+        self.vocab_size = vocab_size
+        self.eos = eos
+        self._pool: ThreadPoolExecutor | None = None
+
+    def start(self, reqs: Sequence[Req], extend_lens: Sequence[int]) -> Future | None:
+        """Masks for the requests of a scheduled step that have a grammar and will sample in it (their pass
+        reaches the end of their tokens). None when there are none."""
+        todo = [r for r, n in zip(reqs, extend_lens)
+                if r.matcher is not None and r.kv_len + n >= r.seq_len and r.params.max_new_tokens > 0]
+        if not todo:
+            return None
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="sglite-masks")
+        return self._pool.submit(GrammarMasks.build, todo, self.vocab_size, self.eos)
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

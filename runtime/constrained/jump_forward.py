@@ -3,8 +3,9 @@
 Tokenizing forced text on its own can differ from how the same text would be tokenized once the model writes
 what follows (forced `{"order`, model continues `Id"`, the vocabulary has `orderId`). So we commit only up to
 a cut where no vocabulary token can straddle: start before the cut and end after it inside the forced text, or
-run on past the forced text's end. Every tokenization of the final text then has a boundary at the cut; the
-model samples the rest itself (MaskBench replay: 0 drifts, see bench/maskbench.py --jump-forward)."""
+run on past the forced text's end into a continuation the grammar allows (a token the grammar forbids there can
+never be sampled, so it cannot cause drift). Every tokenization the model could produce then has a boundary at
+the cut; the model samples the rest itself (MaskBench replay: 0 drifts, see bench/maskbench.py --jump-forward)."""
 from __future__ import annotations
 
 
@@ -30,8 +31,11 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     for i in ids:
         starts.append(pos)
         pos += len(tb[i])
+    after = matcher.copy()                  # the state once all forced bytes are read
+    if not after.advance_bytes(data):
+        return []
     keep = len(ids)
-    while keep > 0 and _crossed(index, data, starts[keep - 1] + len(tb[ids[keep - 1]])):
+    while keep > 0 and _crossed(index, data, starts[keep - 1] + len(tb[ids[keep - 1]]), after):
         keep -= 1
     keep = max(0, keep - min_backoff)
     out = ids[:keep]
@@ -43,12 +47,14 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     return out
 
 
-def _crossed(index, data: bytes, q: int) -> bool:
-    """Whether some vocabulary token could straddle position q of the forced text: it starts before q and
-    either ends inside the forced text after q, or the forced text from its start is a proper prefix of it
-    (so it could run on into what the model writes next). If none can, every tokenization of the final text
-    has a token boundary at q, so committing the tokens up to q cannot drift."""
-    children, ends = index.children, index.ends
+def _crossed(index, data: bytes, q: int, after) -> bool:
+    """Whether some vocabulary token the grammar allows could straddle position q of the forced text: it starts
+    before q and either ends inside the forced text after q, or the forced text from its start is a proper
+    prefix of it and the rest of it is a valid continuation (`after`: the matcher past the forced text). A
+    token the grammar rejects there can never be sampled, so it cannot make the model's text drift. If no
+    token can straddle, every tokenization the model could produce has a boundary at q, so committing the
+    tokens up to q cannot drift."""
+    children, ends, tb = index.children, index.ends, index.token_bytes
     for p in range(max(0, q - index.max_depth), q):
         node = 0
         for i in range(p, len(data)):
@@ -58,6 +64,18 @@ def _crossed(index, data: bytes, q: int) -> bool:
             if i + 1 > q and ends[node]:
                 return True
         else:
-            if children[node]:
+            n = len(data) - p
+            if any(after.copy().advance_bytes(tb[t][n:]) for t in _subtree_tokens(index, node)):
                 return True
     return False
+
+
+def _subtree_tokens(index, node: int) -> list[int]:
+    """Tokens strictly below trie node `node` (longer than its prefix)."""
+    out: list[int] = []
+    todo = list(index.children[node].values())
+    while todo:
+        n = todo.pop()
+        out.extend(index.ends[n])
+        todo.extend(index.children[n].values())
+    return out

@@ -24,10 +24,11 @@ SCHEMA = {"type": "array", "minItems": 20, "items": {
 class StepTimer:
     """An engine whose decode-only steps are timed (wall clock of schedule -> forward -> process)."""
 
-    def __init__(self, model, batch: int):
+    def __init__(self, model, batch: int, overlap: str):
         from sglite.runtime.engine import Engine
 
-        self.engine = Engine(model, max_running_requests=batch, enable_jump_forward=False, background=False)
+        self.engine = Engine(model, max_running_requests=batch, enable_jump_forward=False, background=False,
+                             grammar_mask_overlap=overlap)
         self.times: list[float] = []
         schedule, step = self.engine.scheduler.schedule, self.engine._step
         last = {}
@@ -58,6 +59,8 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--mask-overlap", default="auto", choices=["auto", "on", "off"],
+                    help="build masks during the forward pass (EngineConfig.grammar_mask_overlap)")
     ap.add_argument("--rounds", type=int, default=2, help="alternating rounds of each mode; medians reported")
     args = ap.parse_args()
     import torch
@@ -73,7 +76,7 @@ def main() -> None:
                for i in range(args.batch)]
     base = {"temperature": 0, "max_new_tokens": args.tokens, "ignore_eos": True}
     modes = {"unconstrained": base, "json_schema": {**base, "json_schema": SCHEMA}}
-    timers = {m: StepTimer(model, args.batch) for m in modes}
+    timers = {m: StepTimer(model, args.batch, args.mask_overlap) for m in modes}
     cold = {m: timers[m].run(prompts, p) for m, p in modes.items()}   # first sight of the schema
     warm = {m: [] for m in modes}
     for _ in range(args.rounds):   # alternate, so drift in machine load hits both modes alike
@@ -82,7 +85,8 @@ def main() -> None:
     for t in timers.values():
         t.engine.shutdown()
     print(f"decode step at batch {args.batch}, {args.tokens} tokens per request, jump-forward off "
-          f"(torch threads: {torch.get_num_threads()})")
+          f"(torch threads: {torch.get_num_threads()}, mask overlap: {args.mask_overlap}, "
+          f"{'on' if timers['json_schema'].engine.masks.overlapping() else 'off'} here)")
     print("| mode | cold: steps | median ms | warm: steps | median ms | mean ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in modes:

@@ -19,6 +19,7 @@ class EngineConfig:
     enable_jump_forward: bool = True
     json_whitespace: str = "compact"      # JSON-schema outputs: "compact" (generation mode) or "any"
     json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
+    grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread
@@ -44,6 +45,8 @@ class EngineConfig:
             raise bad("max_context", "must be an int >= 2 or None")
         if self.json_whitespace not in ("compact", "any"):
             raise bad("json_whitespace", "must be 'compact' or 'any'")
+        if self.grammar_mask_overlap not in ("auto", "on", "off"):
+            raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
         if self.json_property_order not in ("schema", "any"):
             raise bad("json_property_order", "must be 'schema' or 'any'")
         if self.in_batch_prefix_threshold < 1:

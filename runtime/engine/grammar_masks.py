@@ -3,9 +3,12 @@
 A request's grammar state is final once the previous step has been processed (sampled token and jump-forward
 tokens consumed), so the masks of the requests that will sample in this step can be built on a worker thread
 while the model computes the logits; the sampler then only applies them. The forward pass spends nearly all its
-time in torch ops that release the GIL, so the mask work (Python) overlaps it."""
+time in torch ops that release the GIL, so the mask work (Python) overlaps it, given a core to run on: on a CPU
+whose cores all run torch's threads, a busy extra thread stalls every parallel op of the forward pass (each
+waits for its descheduled worker), so there "auto" builds the masks inline instead."""
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
@@ -45,16 +48,30 @@ class GrammarMasks:
 
 
 class MaskPrefetcher:
-    """Starts `GrammarMasks.build` for a step's sampling requests on one worker thread."""
+    """Starts `GrammarMasks.build` for a step's sampling requests on one worker thread. `mode`: "on", "off", or
+    "auto" (on when the model runs on an accelerator, or torch leaves a CPU core free)."""
 
-    def __init__(self, vocab_size: int, eos: int | None):
+    def __init__(self, vocab_size: int, eos: int | None, mode: str = "auto", device: str = "cpu"):
         self.vocab_size = vocab_size
         self.eos = eos
+        self.mode = mode
+        self.device = device
         self._pool: ThreadPoolExecutor | None = None
+
+    def overlapping(self) -> bool:
+        if self.mode != "auto":
+            return self.mode == "on"
+        if not self.device.startswith("cpu"):
+            return True
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        return torch.get_num_threads() < cores
 
     def start(self, reqs: Sequence[Req], extend_lens: Sequence[int]) -> Future | None:
         """Masks for the requests of a scheduled step that have a grammar and will sample in it (their pass
-        reaches the end of their tokens). None when there are none."""
+        reaches the end of their tokens). None when there are none or not overlapping (the sampler then builds
+        them)."""
+        if not self.overlapping():
+            return None
         todo = [r for r, n in zip(reqs, extend_lens)
                 if r.matcher is not None and r.kv_len + n >= r.seq_len and r.params.max_new_tokens > 0]
         if not todo:

@@ -104,7 +104,12 @@ def test_masks_are_built_on_the_worker_during_the_forward_pass(make_engine, monk
         threads.append(threading.current_thread().name)
         return build(reqs, vocab_size, eos)
     monkeypatch.setattr(GrammarMasks, "build", staticmethod(spy))
-    e = make_engine(enable_jump_forward=False)
+    e = make_engine(enable_jump_forward=False, grammar_mask_overlap="on")
     outs = e.generate(["Q:", "A longer prompt:"], {"max_new_tokens": 12, "regex": r"[0-9]{6}", "temperature": 0})
     assert all(re.fullmatch(r"[0-9]{6}", o["text"]) for o in outs)
     assert len(threads) == 6 and all(t.startswith("sglite-masks") for t in threads)
+    threads.clear()
+    e = make_engine(enable_jump_forward=False, grammar_mask_overlap="off")
+    assert [o["text"] for o in e.generate(["Q:", "A longer prompt:"], {"max_new_tokens": 12, "regex": r"[0-9]{6}",
+                                                                      "temperature": 0})] == [o["text"] for o in outs]
+    assert len(threads) == 6 and not any(t.startswith("sglite-masks") for t in threads)

@@ -26,7 +26,8 @@ class GrammarBackend:
         return self._compiler
 
     def compile(self, params: SamplingParams) -> Any | None:
-        """The compiled grammar for params (None if unconstrained). Raises ValueError on a bad spec."""
+        """The compiled grammar for params (None if unconstrained). Raises ValueError on a bad spec. Runs on the
+        caller's thread, which also computes the grammar's first mask, so the engine loop never pays for it."""
         spec = params.grammar_spec
         if spec is None:
             return None
@@ -34,13 +35,16 @@ class GrammarBackend:
         compiler = self._get_compiler()
         try:
             if kind == "regex":
-                return compiler.compile_regex(text)
-            if kind == "json_schema":
-                return compiler.compile_json_schema(text, whitespace=self.json_whitespace,
-                                                    property_order=self.json_property_order)
-            if not hasattr(compiler, "compile_ebnf"):
+                grammar = compiler.compile_regex(text)
+            elif kind == "json_schema":
+                grammar = compiler.compile_json_schema(text, whitespace=self.json_whitespace,
+                                                       property_order=self.json_property_order)
+            elif not hasattr(compiler, "compile_ebnf"):
                 raise ValueError("sampling_params['ebnf'] is not supported by this build's grammar compiler")
-            return compiler.compile_ebnf(text)
+            else:
+                grammar = compiler.compile_ebnf(text)
+            grammar.matcher().allowed_mask()   # cached in the shared grammar from here on
+            return grammar
         except ValueError:
             raise
         except Exception as e:  # a compiler bug must not look like a server error to the caller

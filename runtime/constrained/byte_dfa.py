@@ -52,6 +52,14 @@ class ByteDFA:
         self.accepting_list = accepting.tolist()
         self.boundary_list = boundary.tolist()
         self._live: dict[int, list[int]] = {}
+        self._edges: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def edges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct (src, dst) state pairs of `table` (see `distinct_edges`), cached."""
+        if self._edges is None:
+            self._edges = distinct_edges(self.table)
+        return self._edges
 
     def live_bytes(self, s: int) -> list[int]:
         """Bytes state s can read (cached; the cache only grows)."""
@@ -119,23 +127,49 @@ class ByteDFA:
 
 
 def _finish(rows, start, acc, labels, boundary) -> ByteDFA:
-    table = np.array(rows, dtype=np.int32).reshape(-1, 256)
+    table = np.asarray(rows, dtype=np.int32).reshape(-1, 256)
     acc_a = np.array(acc, dtype=bool)
-    # trim: keep only states that can reach an accepting state
-    n = table.shape[0]
+    # trim: keep only states that can reach an accepting state (backwards search over the distinct edges)
+    src, dst = distinct_edges(table)
     live = acc_a.copy()
-    src, byte = np.nonzero(table >= 0)
-    dst = table[src, byte]
-    while True:
-        new = live.copy()
-        np.logical_or.at(new, src, live[dst])
-        if (new == live).all():
-            break
-        live = new
+    if src.size < 50_000:
+        into: list[list[int]] = [[] for _ in range(table.shape[0])]
+        for a, b in zip(src.tolist(), dst.tolist()):
+            into[b].append(a)
+        todo = np.flatnonzero(acc_a).tolist()
+        while todo:
+            for a in into[todo.pop()]:
+                if not live[a]:
+                    live[a] = True
+                    todo.append(a)
+    else:
+        while True:
+            new = live.copy()
+            np.logical_or.at(new, src, live[dst])
+            if (new == live).all():
+                break
+            live = new
     table = np.where((table >= 0) & live[np.maximum(table, 0)], table, -1).astype(np.int32)
+    keep = live[dst]             # a dead state has no edge into a live one, so these are the trimmed edges
     if not live[start]:
         table[:] = -1
-    return ByteDFA(table, start, acc_a, labels, np.array(boundary, dtype=bool))
+        keep[:] = False
+    dfa = ByteDFA(table, start, acc_a, labels, np.array(boundary, dtype=bool))
+    dfa._edges = (src[keep], dst[keep])
+    return dfa
+
+
+def distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int64 [e] (src, dst) pairs with table[src, b] == dst for some byte b, each pair once, sorted by src."""
+    n = table.shape[0]
+    if n <= 2048:     # a dense [n, n + 1] adjacency (column n: dead) dedupes without sorting
+        adj = np.zeros((n, n + 1), bool)
+        adj[np.arange(n).repeat(256), table.ravel()] = True     # -1 lands in column n
+        src, dst = np.nonzero(adj[:, :n])
+        return src.astype(np.int64), dst.astype(np.int64)
+    src, byte = np.nonzero(table >= 0)
+    pair = np.unique(src.astype(np.int64) * n + table[src, byte])
+    return pair // n, pair % n
 
 
 class _Lowering:

@@ -33,6 +33,7 @@ class Grammar:
             self.initial = ((("E",), ("V", root)),)
         keys = ObjectKeys(nodes, self.sat, canonical=whitespace == "compact",
                           ordered=property_order == "schema")
+        keys.build_all()      # 1-3 ms per object: paid while compiling, not on the object's first token
         self.parser = Parser(nodes, self.sat, WS if whitespace == "any" else frozenset(), keys)
         self.masks = StackMasks(self.parser, nodes, index)
         self.vocab_size = index.vocab_size

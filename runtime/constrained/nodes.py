@@ -34,7 +34,6 @@ class ObjectNode:
     patterns: tuple = ()                  # patternProperties: CharFSMs (search semantics)
     pattern_nodes: dict = field(default_factory=dict)   # frozenset of matched pattern indices -> value node
     deps: dict = field(default_factory=dict)   # dependentRequired: name -> names required when it is present
-    key_dfas: dict = field(default_factory=dict)   # (seen, nkeys) -> ByteDFA, built lazily
 
     @cached_property
     def rank(self) -> dict[str, int]:

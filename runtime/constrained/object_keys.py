@@ -97,6 +97,15 @@ class ObjectKeys:
         return out
 
     # --- the key DFA -----------------------------------------------------------------------------------------
+    def build_all(self) -> None:
+        """Build every satisfiable object's key DFA now (at compile time) rather than on its first mask."""
+        for nid, node in enumerate(self.nodes):
+            if isinstance(node, ObjectNode) and self.sat[nid]:
+                try:
+                    self._dfa_entry(nid)
+                except OverflowError:   # too big: it fails where it is used, as before
+                    pass
+
     def dfa(self, nid: int) -> ByteDFA:
         """The object's key DFA (JSON strings with quotes), built on first use."""
         return self._dfa_entry(nid)[0]
@@ -176,11 +185,9 @@ def label_reach(dfa: ByteDFA) -> tuple[dict[Hashable, int], np.ndarray]:
         if dfa.accepting_list[s] and label is not None:
             i = bit[label]
             reach[s, i >> 6] |= np.uint64(1 << (i & 63))
-    src, byte = np.nonzero(dfa.table >= 0)
+    src, dst = dfa.edges            # sorted by source
     if src.size == 0:
         return bit, reach
-    pair = np.unique(src.astype(np.int64) * (n + 1) + dfa.table[src, byte])   # sorted by source
-    src, dst = pair // (n + 1), pair % (n + 1)
     starts = np.flatnonzero(np.r_[True, src[1:] != src[:-1]])
     heads = src[starts]
     while True:

@@ -53,6 +53,21 @@ class ByteDFA:
         self.boundary_list = boundary.tolist()
         self._live: dict[int, list[int]] = {}
         self._edges: tuple[np.ndarray, np.ndarray] | None = None
+        self._walk_flat: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def walk_flat(self) -> tuple[np.ndarray, np.ndarray]:
+        """For the vectorised trie walk: the walk table over states x = s + (n + 1) * a, where a records that
+        the DFA was accepting before some byte after the first, flattened so x's row for byte b is at
+        256 * x + b: (next x, int32 [2 (n + 1) 256]; characters started by that byte, int32 same shape). Cached."""
+        if self._walk_flat is None:
+            big = self.num_states + 1
+            a = np.concatenate([np.zeros(big, bool), np.ones(big, bool)])
+            s = np.concatenate([np.arange(big), np.arange(big)])
+            nxt = self.walk_table[s] + (big * (a | self.walk_accepting[s]))[:, None]
+            inc = self.walk_boundary[s][:, None] & (np.arange(256) != 0x22)[None, :]
+            self._walk_flat = (nxt.astype(np.int32).ravel(), inc.astype(np.int32).ravel())
+        return self._walk_flat
 
     @property
     def edges(self) -> tuple[np.ndarray, np.ndarray]:

@@ -18,10 +18,12 @@ from typing import NamedTuple
 import numpy as np
 
 from .byte_dfa import ByteDFA
+from .trie_frontier import TrieFrontier
 
 _CACHE_BYTES = 256 << 20    # classification cache budget
 _DFS_NODES = 512            # a root walk whose first bytes cover more trie nodes than this is vectorised
-_FEW_BYTES = 16             # ... and restricted to those first bytes' subtrees when there are this few
+_DENSE_BYTES = 100          # ... over the whole trie per depth when the DFA reads this many first bytes, else
+                            #   over the frontier of nodes still inside the lexeme
 _WS = b" \t\n\r"           # JSON whitespace
 
 
@@ -84,6 +86,7 @@ class TokenIndex:
         self.depth = depth
         self.num_nodes = len(children)
         self._build_ranges(node_of)
+        self.frontier = TrieFrontier(children, ends, self.by_pre, self.tok_lo, self.tok_hi)
         self._build_levels(np.array(depth), np.array(parent), np.array(byte), node_of)
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
@@ -125,9 +128,9 @@ class TokenIndex:
         self.levels = []
         for d in range(1, self.max_depth + 1):
             nodes = order[bounds[d]:bounds[d + 1]]
-            fb = np.searchsorted(first[nodes], np.arange(257))
-            self.levels.append((int(bounds[d]), int(bounds[d + 1]), pos[parent_a[nodes]], byte_a[nodes], fb))
+            self.levels.append((int(bounds[d]), int(bounds[d + 1]), pos[parent_a[nodes]], byte_a[nodes]))
         self.token_pos = pos[node_of]                     # flat position of each token's node
+        self.pre_pos = self.token_pos[self.by_pre]        # ... in `by_pre` order
 
     def ws_closure(self, node: int) -> list[int]:
         """Trie nodes reached from `node` by JSON whitespace bytes, `node` first. Cached."""
@@ -175,13 +178,16 @@ class TokenIndex:
 
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python
-        costs ~1 µs a trie node, the vectorised walk ~1 ms for the whole trie: the first bytes' subtree sizes
-        decide."""
+        costs ~1 µs a trie node; the per-depth walk ~0.5 ms for the whole trie; the frontier walk a few µs a
+        depth plus the nodes kept alive: the first bytes' subtree sizes and count decide."""
         if node == 0:
             kids = self.children[0]
             first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
             if sum(self.subtree_size[kids[b]] for b in first) > _DFS_NODES:
-                return self._walk_levels(dfa, state, first if len(first) <= _FEW_BYTES else None)
+                if only is None and len(first) >= _DENSE_BYTES:
+                    return self._walk_levels(dfa, state)
+                ids, inc, end, leaving = self.frontier.walk(dfa, state, first)
+                return TokenClasses(ids, inc, end, self._leaving(dfa, state, 0, leaving.tolist()))
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
@@ -222,46 +228,32 @@ class TokenIndex:
         return TokenClasses(np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32),
                             self._leaving(dfa, state, self.depth[node], leaving_ids))
 
-    def _walk_levels(self, dfa: ByteDFA, state: int, only: list[int] | None) -> TokenClasses:
-        """The vectorised walk from the trie root; with `only` (a few first bytes, all root children), just
-        those subtrees. Without it, every first byte the DFA reads from `state`."""
-        table, acc = dfa.walk_table, dfa.walk_accepting
-        bnd = dfa.walk_boundary
-        dead = dfa.num_states
-        st = np.full(self.num_nodes, dead, np.int32)
-        anc = np.zeros(self.num_nodes, bool)              # DFA accepting before some byte p > 0
+    def _walk_levels(self, dfa: ByteDFA, state: int) -> TokenClasses:
+        """The vectorised walk from the trie root over every first byte: one gather per depth over the DFA's
+        `walk_flat` table, whose states also carry "accepting before a later byte" (see ByteDFA)."""
+        nxt, winc = dfa.walk_flat
+        big = dfa.num_states + 1                          # x < big: not yet accepting before a later byte
+        dead = dfa.num_states                             # x == dead: dead and never accepting: stop there
+        st = np.full(self.num_nodes, dead, np.int32)      # walk state x per trie node (flat position)
         inc = np.zeros(self.num_nodes, np.int32)
-        st[0] = state
-        first = True
-        for lo, hi, ppos, b, fb in self.levels:
-            if only is None:
-                sel = slice(lo, hi)
-                pp, bb = ppos, b
-            else:
-                idx = np.concatenate([np.arange(fb[x], fb[x + 1]) for x in only])
-                if idx.size == 0:
-                    break
-                sel = lo + idx
-                pp, bb = ppos[idx], b[idx]
+        for d, (lo, hi, pp, bb) in enumerate(self.levels):
+            if d == 0:      # parent: the root, in `state`; accepting before the first byte does not count
+                st[lo:hi] = dfa.walk_table[state][bb]
+                inc[lo:hi] = bool(dfa.walk_boundary[state]) & (bb != 0x22)
+                continue
             ps = st[pp]
-            if not (ps != dead).any() and not anc[pp].any():
+            if not (ps != dead).any():
                 break
-            st[sel] = table[ps, bb]
-            anc[sel] = anc[pp] | (acc[ps] & (not first))
-            inc[sel] = inc[pp] + (bnd[ps] & (bb != 0x22))
-            first = False
-        if only is None:
-            toks = self.by_pre
-        else:
-            kids = self.children[0]
-            toks = np.concatenate([self.by_pre[self.tok_lo[kids[x]]:self.tok_hi[kids[x]]] for x in only])
-        pos = self.token_pos[toks]
-        tok_state = st[pos]
+            at = ps * 256 + bb
+            st[lo:hi] = nxt[at]
+            inc[lo:hi] = inc[pp] + winc[at]
+        toks, pos = self.by_pre, self.pre_pos
+        x = st[pos]
+        anc = x >= big
+        tok_state = x - big * anc
         inside = tok_state != dead
-        ids = toks[inside]
-        leaving_ids = toks[anc[pos] & ~inside]
-        return TokenClasses(ids, inc[pos[inside]], tok_state[inside],
-                            self._leaving(dfa, state, 0, leaving_ids.tolist()))
+        return TokenClasses(toks[inside], inc[pos[inside]], tok_state[inside],
+                            self._leaving(dfa, state, 0, toks[anc & ~inside].tolist()))
 
     def _leaving(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple:
         """Group tokens that may leave the lexeme by (accepting state, rest of the token)."""

@@ -151,15 +151,30 @@ def test_stack_masks_equal_byte_by_byte_reference(tokenizer, compiler):
 
 
 def test_classify_walks_agree(compiler):
-    """The vectorised and the depth-first classification give the same tokens, end states and leaving groups."""
+    """The per-depth, frontier and depth-first classifications give the same tokens, end states, characters
+    started and leaving groups (key DFA: dense; integer and date: sparse first bytes, lexemes that may end)."""
     from sglite.runtime.constrained.key_dfa import words_dfa
+    from sglite.runtime.constrained.token_index import TokenClasses
     idx = compiler.index
-    dfa = words_dfa({"name": "name", "nick": "nick"}, ("other",))
-    for s in range(dfa.num_states):
-        if not dfa.live_bytes(s):
-            continue
-        a, b = idx._walk_levels(dfa, s, None), idx._walk_dfs(dfa, s, 0, None)
+    dfas = [words_dfa({"name": "name", "nick": "nick"}, ("other",)),
+            compiler.compile_json_schema({"type": "integer"}).nodes[0].dfa,
+            compiler.compile_json_schema({"type": "string", "format": "date"}).nodes[0].dfa]
+
+    def same(a, b):
         assert dict(zip(a.inside.tolist(), zip(a.end.tolist(), a.inc.tolist()))) == \
             dict(zip(b.inside.tolist(), zip(b.end.tolist(), b.inc.tolist())))
         assert {(x, rest, frozenset(toks)) for x, rest, toks in a.leaving} == \
             {(x, rest, frozenset(toks)) for x, rest, toks in b.leaving}
+
+    checked = 0
+    for dfa in dfas:
+        for s in range(dfa.num_states):
+            first = dfa.live_bytes(s)
+            if not first:
+                continue
+            ref = idx._walk_dfs(dfa, s, 0, None)
+            same(idx._walk_levels(dfa, s), ref)
+            ids, inc, end, leaving = idx.frontier.walk(dfa, s, first)
+            same(TokenClasses(ids, inc, end, idx._leaving(dfa, s, 0, leaving.tolist())), ref)
+            checked += 1
+    assert checked >= 20

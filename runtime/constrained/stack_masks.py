@@ -17,6 +17,7 @@ from .parser import Parser, Stack
 from .token_index import TokenIndex
 
 _CACHE_LIMIT = 8_192
+_DENSE = 4_096      # a lexeme's inside tokens past this many are OR-ed in as a cached packed mask
 
 
 class StackMasks:
@@ -76,28 +77,38 @@ class StackMasks:
         return v
 
     def _compute(self, stack: Stack) -> np.ndarray:
-        mask = np.zeros(self.vocab_size, bool)
+        mask = np.zeros(self.vocab_size, bool)        # sparse contributions, token by token
+        extra: list[np.ndarray] = []                  # dense ones, as packed int32 [words] (cached, read-only)
         if stack[-1][0] in ("L", "K"):
-            self._lexeme_tokens(stack, 0, mask)
+            self._lexeme_tokens(stack, 0, mask, extra)
             below = self.parser.lexeme_end(stack)
             if below is not None:
                 # the lexeme may end right here: every token allowed after it is allowed now
-                mask |= self.stack_mask_bool(below)
+                extra.append(self.stack_mask(below))
         else:
-            self._walk_trie(stack, mask)
-        return _pack(mask, self.words)
+            self._walk_trie(stack, mask, extra)
+        out = _pack(mask, self.words)
+        for e in extra:
+            out |= e
+        return out
 
-    def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray) -> None:
-        """Set in `mask` the tokens below trie node `node` (its prefix already read into `stack`, whose top is an
-        L or K frame) that the lexeme reads at least one more byte of: those it reads wholly, and those it
-        leaves part-way whose rest the stack below accepts. (The lexeme ending right at `node` is the caller's
-        business, see `Parser.lexeme_end`.)"""
+    def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray, extra: list) -> None:
+        """Set in `mask` (or add to `extra` as packed masks) the tokens below trie node `node` (its prefix
+        already read into `stack`, whose top is an L or K frame) that the lexeme reads at least one more byte
+        of: those it reads wholly, and those it leaves part-way whose rest the stack below accepts. (The lexeme
+        ending right at `node` is the caller's business, see `Parser.lexeme_end`.)"""
         top = stack[-1]
         lex = self.nodes[top[1]] if top[0] == "L" else None
         if lex is not None:
             dfa, s, c, counted = lex.dfa, top[2], top[3], lex.counted
         else:
             dfa, s, c, counted = self.parser.keys.dfa(top[1]), top[4], 0, False
+            if node == 0 and dfa.alias is not None:
+                allowed = self.parser.keys.allowed_states(top[1], top[2], top[3])[0]
+                plain = allowed[:dfa.alias.num_states]
+                if plain.all() or not plain.any():
+                    self._alias_key_tokens(stack, dfa, s, bool(plain[0]), allowed, mask, extra)
+                    return
         cls = self.index.classify(dfa, s, node)
         ids = cls.inside
         if lex is None:
@@ -112,7 +123,10 @@ class StackMasks:
                 # a token that closes the string must bring it to minLength
                 ok &= ~dfa.walk_accepting[cls.end] | (cls.inc >= lex.min_chars - c)
             ids = ids[ok]
-        mask[ids] = True
+        if len(ids) > _DENSE and len(ids) == len(cls.inside):
+            extra.append(self.index.packed_inside(dfa, s, node))
+        else:
+            mask[ids] = True
         # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
         # lexeme's character count, so it is cached per (dfa state, node, stack below) and only the count is
         # checked here
@@ -122,6 +136,33 @@ class StackMasks:
                 if c2 < lex.min_chars or (lex.max_chars is not None and c2 > lex.max_chars):
                     continue
             mask[t] = True
+
+    def _alias_key_tokens(self, stack: Stack, dfa: ByteDFA, s: int, other: bool, allowed: np.ndarray,
+                          mask: np.ndarray, extra: list) -> None:
+        """`_lexeme_tokens` at the trie root for a key DFA built on the plain-string DFA (`dfa.alias`), where
+        every plain state is allowed or none is (`other`: names outside `properties` allowed). The plain part's
+        results are shared by every key state and position: its inside tokens as one packed mask, its leaving
+        tokens cached per stack below; only the first bytes where state `s` differs are classified apart."""
+        alias = dfa.alias
+        if s < alias.num_states:          # inside another name: exactly the plain string
+            base_state, redo, part = s, None, None
+            packed = self.index.packed_inside(alias, s) if other else None
+        else:
+            base_state = dfa.alias_ref
+            _, redo, part, packed = self.index.split(dfa, s)
+        if other:
+            # every inside token of the plain part ends in a plain state, allowed like all of them
+            extra.append(packed)
+            first = self.index.token_first
+            base = self.index.classify(alias, base_state)
+            for t, _ in self._leaving_ok(stack, 0, alias, base_state, base.leaving):
+                if redo is None or not redo[first[t]]:
+                    mask[t] = True
+        # (otherwise nothing from the plain part: its only accepting state is labelled "other name")
+        if part is not None:
+            mask[part.inside[allowed[part.end]]] = True
+            for t, _ in self._leaving_ok(stack, 0, dfa, s, part.leaving):
+                mask[t] = True
 
     def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
         """(token, characters before the end) for tokens that end the top lexeme part-way and whose rest the
@@ -144,7 +185,7 @@ class StackMasks:
             self._leaving[key] = out
         return out
 
-    def _walk_trie(self, stack: Stack, mask: np.ndarray) -> None:
+    def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,
         visiting only children whose byte can come next. Where a stack enters a lexeme (L/K on top), the
         tokens that go on inside it come from the lexeme's token classification below that trie node, and
@@ -158,7 +199,7 @@ class StackMasks:
             struct: list[Stack] = []
             for st in stacks:
                 while st is not None and st[-1][0] in ("L", "K"):
-                    self._lexeme_tokens(st, node, mask)
+                    self._lexeme_tokens(st, node, mask, extra)
                     st = parser.lexeme_end(st)
                 if st is not None and st not in struct:
                     struct.append(st)

@@ -21,6 +21,7 @@ from .byte_dfa import ByteDFA
 from .trie_frontier import TrieFrontier
 
 _CACHE_BYTES = 256 << 20    # classification cache budget
+_PACKED_LIMIT = 4_096       # packed masks (6 KB each) kept before that cache is cleared
 _DFS_NODES = 512            # a root walk whose first bytes cover more trie nodes than this is vectorised
 _DENSE_BYTES = 100          # ... over the whole trie per depth when the DFA reads this many first bytes, else
                             #   over the frontier of nodes still inside the lexeme
@@ -54,6 +55,8 @@ class TokenIndex:
         self._cache: OrderedDict[tuple, TokenClasses] = OrderedDict()
         self._cache_bytes = 0
         self._ws: dict[int, list[int]] = {}
+        self._packed: dict[tuple, np.ndarray] = {}
+        self._split: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
         # the trie is ~200k long-lived Python objects; without this, full GC passes over them cost up to a
         # second in the middle of a mask computation. Freezing moves what exists now out of GC's way.
@@ -91,6 +94,11 @@ class TokenIndex:
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
         self.is_text[self.text_tokens] = True
+        self.words = (self.vocab_size + 31) // 32
+        # int32 [257, words]: packed masks of the text tokens by first byte
+        by_first = np.zeros((257, self.words * 32), bool)
+        by_first[self.token_first[self.text_tokens], self.text_tokens] = True
+        self.first_packed = np.packbits(by_first, axis=1, bitorder="little").view("<i4").astype(np.int32)
 
     def _build_ranges(self, node_of: np.ndarray) -> None:
         """Preorder token ranges: the tokens below node n (n included) are `by_pre[tok_lo[n]:tok_hi[n]]`."""
@@ -161,11 +169,8 @@ class TokenIndex:
         if node == 0 and alias is not None and state < alias.num_states:
             out = self.classify(alias, state)
         elif node == 0 and alias is not None:
-            differ = np.nonzero(dfa.table[state] != dfa.table[dfa.alias_ref])[0]
-            redo = np.zeros(257, bool)        # by first byte
-            redo[differ] = True
-            out = _merge(self.classify(dfa, dfa.alias_ref), self._walk(dfa, state, 0, differ.tolist()),
-                         redo[self.token_first])
+            base, redo, part, _ = self.split(dfa, state)
+            out = _merge(base, part, redo[self.token_first])
         else:
             out = self._walk(dfa, state, node, None)
         with self._lock:
@@ -175,6 +180,41 @@ class TokenIndex:
             while self._cache_bytes > _CACHE_BYTES and len(self._cache) > 1:
                 self._cache_bytes -= self._cache.popitem(last=False)[1].nbytes()
         return out
+
+    def split(self, dfa: ByteDFA, state: int) -> tuple[TokenClasses, np.ndarray, TokenClasses, np.ndarray]:
+        """For a root state of a DFA built on `dfa.alias` (state >= alias.num_states): (base: the alias's classes
+        from `alias_ref`; redo: bool [257] the first bytes where `state`'s row differs from alias_ref's; part:
+        classes of just those first bytes' subtrees; packed int32 [words] of base.inside minus the redo first
+        bytes). The tokens below `state` are base's outside redo plus part. Cached."""
+        key = (dfa.key, state)
+        hit = self._split.get(key)
+        if hit is None:
+            differ = np.nonzero(dfa.table[state] != dfa.table[dfa.alias_ref])[0]
+            redo = np.zeros(257, bool)
+            redo[differ] = True
+            keep = self.packed_inside(dfa.alias, dfa.alias_ref) & ~np.bitwise_or.reduce(
+                self.first_packed[differ], axis=0, initial=0)
+            hit = (self.classify(dfa.alias, dfa.alias_ref), redo, self._walk(dfa, state, 0, differ.tolist()),
+                   keep)
+            with self._lock:
+                if len(self._split) > _PACKED_LIMIT:
+                    self._split.clear()
+                self._split[key] = hit
+        return hit
+
+    def packed_inside(self, dfa: ByteDFA, state: int, node: int = 0) -> np.ndarray:
+        """`classify(dfa, state, node).inside` as a packed int32 [words] mask. Cached."""
+        key = (dfa.key, state, node)
+        hit = self._packed.get(key)
+        if hit is None:
+            mask = np.zeros(self.words * 32, bool)
+            mask[self.classify(dfa, state, node).inside] = True
+            hit = np.packbits(mask, bitorder="little").view("<i4").astype(np.int32)
+            with self._lock:
+                if len(self._packed) > _PACKED_LIMIT:
+                    self._packed.clear()
+                self._packed[key] = hit
+        return hit
 
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python

@@ -150,6 +150,22 @@ def test_stack_masks_equal_byte_by_byte_reference(tokenizer, compiler):
     assert checked >= 8
 
 
+def test_key_masks_equal_reference_when_other_names_toggle(tokenizer, compiler):
+    """Object names built on the plain-string classification (shared packed mask, first bytes patched):
+    equal to the byte-by-byte reference inside a name, at its start, with other names allowed and, after
+    two names without the required "name", not allowed any more (only its prefixes left)."""
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "nick": {"type": "integer"},
+                                                "n\u00e9": {"type": "null"}},
+              "required": ["name"], "maxProperties": 3, "additionalProperties": {"type": "integer"}}
+    g = compiler.compile_json_schema(schema)
+    for text in ['{"nab": 1, "ni": 2, "name": "a"}', '{"nick": 1, "zz": 2, "name": "a"}']:
+        m = g.matcher()
+        for t in tokenizer.encode(text):
+            for st in m._stacks:
+                assert (g.masks.stack_mask_bool(st) == _brute_mask(g, st)).all(), (text, st)
+            assert m.advance(t)
+
+
 def test_classify_walks_agree(compiler):
     """The per-depth, frontier and depth-first classifications give the same tokens, end states, characters
     started and leaving groups (key DFA: dense; integer and date: sparse first bytes, lexemes that may end)."""

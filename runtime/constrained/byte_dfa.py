@@ -59,14 +59,16 @@ class ByteDFA:
     def walk_flat(self) -> tuple[np.ndarray, np.ndarray]:
         """For the vectorised trie walk: the walk table over states x = s + (n + 1) * a, where a records that
         the DFA was accepting before some byte after the first, flattened so x's row for byte b is at
-        256 * x + b: (next x, int32 [2 (n + 1) 256]; characters started by that byte, int32 same shape). Cached."""
+        256 * x + b: (next x, int32 [2 (n + 1) 256]; characters started by that byte, uint8 same shape).
+        Cached; grammars build it at compile time."""
         if self._walk_flat is None:
             big = self.num_states + 1
-            a = np.concatenate([np.zeros(big, bool), np.ones(big, bool)])
-            s = np.concatenate([np.arange(big), np.arange(big)])
-            nxt = self.walk_table[s] + (big * (a | self.walk_accepting[s]))[:, None]
-            inc = self.walk_boundary[s][:, None] & (np.arange(256) != 0x22)[None, :]
-            self._walk_flat = (nxt.astype(np.int32).ravel(), inc.astype(np.int32).ravel())
+            nxt = np.empty((2, big, 256), np.int32)
+            np.add(self.walk_table, (big * self.walk_accepting.astype(np.int32))[:, None], out=nxt[0])
+            np.add(self.walk_table, np.int32(big), out=nxt[1])
+            inc = np.zeros((2, big, 256), np.uint8)
+            inc[:, self.walk_boundary] = np.arange(256) != 0x22
+            self._walk_flat = (nxt.ravel(), inc.ravel())
         return self._walk_flat
 
     @property

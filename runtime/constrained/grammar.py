@@ -34,6 +34,8 @@ class Grammar:
         keys = ObjectKeys(nodes, self.sat, canonical=whitespace == "compact",
                           ordered=property_order == "schema")
         keys.build_all()      # 1-3 ms per object: paid while compiling, not on the object's first token
+        for dfa in keys.built() + [n.dfa for n in nodes if isinstance(n, LexNode)]:
+            dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
         self.parser = Parser(nodes, self.sat, WS if whitespace == "any" else frozenset(), keys)
         self.masks = StackMasks(self.parser, nodes, index)
         self.vocab_size = index.vocab_size

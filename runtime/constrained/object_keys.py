@@ -106,6 +106,9 @@ class ObjectKeys:
                 except OverflowError:   # too big: it fails where it is used, as before
                     pass
 
+    def built(self) -> list[ByteDFA]:
+        return [entry[0] for entry in self._dfas.values()]
+
     def dfa(self, nid: int) -> ByteDFA:
         """The object's key DFA (JSON strings with quotes), built on first use."""
         return self._dfa_entry(nid)[0]

@@ -23,8 +23,9 @@ from .trie_frontier import TrieFrontier
 _CACHE_BYTES = 256 << 20    # classification cache budget
 _PACKED_LIMIT = 4_096       # packed masks (6 KB each) kept before that cache is cleared
 _DFS_NODES = 512            # a root walk whose first bytes cover more trie nodes than this is vectorised
-_DENSE_BYTES = 100          # ... over the whole trie per depth when the DFA reads this many first bytes, else
-                            #   over the frontier of nodes still inside the lexeme
+_DENSE_NODES = 20_000       # ... over the whole trie per depth (~10 ns a node) when the first bytes' subtrees
+                            #   hold this many nodes, else over the frontier still inside the lexeme (~40 ns
+                            #   a node it keeps alive)
 _WS = b" \t\n\r"           # JSON whitespace
 
 
@@ -223,8 +224,9 @@ class TokenIndex:
         if node == 0:
             kids = self.children[0]
             first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
-            if sum(self.subtree_size[kids[b]] for b in first) > _DFS_NODES:
-                if only is None and len(first) >= _DENSE_BYTES:
+            size = sum(self.subtree_size[kids[b]] for b in first)
+            if size > _DFS_NODES:
+                if only is None and size >= _DENSE_NODES:
                     return self._walk_levels(dfa, state)
                 ids, inc, end, leaving = self.frontier.walk(dfa, state, first)
                 return TokenClasses(ids, inc, end, self._leaving(dfa, state, 0, leaving.tolist()))

@@ -225,11 +225,13 @@ class TokenIndex:
             kids = self.children[0]
             first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
             size = sum(self.subtree_size[kids[b]] for b in first)
-            if size > _DFS_NODES:
-                if only is None and size >= _DENSE_NODES:
-                    return self._walk_levels(dfa, state)
-                ids, inc, end, leaving = self.frontier.walk(dfa, state, first)
-                return TokenClasses(ids, inc, end, self._leaving(dfa, state, 0, leaving.tolist()))
+        else:       # below a structural prefix subtrees are small: the depth-first walk is cheapest
+            first, size = None, 0
+        if size > _DFS_NODES:
+            if node == 0 and only is None and size >= _DENSE_NODES:
+                return self._walk_levels(dfa, state)
+            ids, inc, end, leaving = self.frontier.walk(dfa, state, node, first)
+            return TokenClasses(ids, inc, end, self._leaving(dfa, state, self.depth[node], leaving.tolist()))
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:

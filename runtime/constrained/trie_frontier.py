@@ -47,18 +47,20 @@ class TrieFrontier:
         self.sub_lo = np.asarray(tok_lo, np.int64)[order]       # tokens below: by_pre[sub_lo:sub_hi]
         self.sub_hi = np.asarray(tok_hi, np.int64)[order]
         self.by_pre = by_pre
-        self.root_kid = {b: int(bfs[c]) for b, c in children[0].items()}
+        self.bfs = bfs                        # trie node -> BFS id
 
-    def walk(self, dfa: ByteDFA, state: int, first: list[int]):
-        """From the trie root in DFA `state`, over the subtrees of the root bytes `first`:
-        (inside ids, their characters started, their end states, ids that may leave the lexeme), the same
-        sets as TokenIndex's other walks (order aside)."""
+    def walk(self, dfa: ByteDFA, state: int, node: int, first: list[int] | None):
+        """From trie node `node` (its prefix read) in DFA `state`, over the subtrees of its children by the
+        bytes `first` (None: all): (inside ids, their characters started, their end states, ids that may
+        leave the lexeme), the same sets as TokenIndex's other walks (order aside)."""
         nxt, winc = dfa.walk_flat
         big = dfa.num_states + 1              # walk state x = s + big * (accepting before a later byte)
         dead = dfa.num_states
-        kids = [b for b in first if b in self.root_kid]
-        nodes = np.array([self.root_kid[b] for b in kids], np.int64)
-        bb = np.array(kids, np.int64)
+        v = self.bfs[node]
+        nodes = np.arange(self.child_lo[v], self.child_hi[v])
+        if first is not None:
+            nodes = nodes[np.isin(self.byte[nodes], first)]
+        bb = self.byte[nodes]
         x = dfa.walk_table[state][bb].astype(np.int64)        # accepting before the first byte does not count
         inc = (bool(dfa.walk_boundary[state]) & (bb != 0x22)).astype(np.int64)
         in_nodes, in_x, in_inc, out_nodes = [], [], [], []

@@ -190,7 +190,15 @@ def test_classify_walks_agree(compiler):
                 continue
             ref = idx._walk_dfs(dfa, s, 0, None)
             same(idx._walk_levels(dfa, s), ref)
-            ids, inc, end, leaving = idx.frontier.walk(dfa, s, first)
+            ids, inc, end, leaving = idx.frontier.walk(dfa, s, 0, first)
             same(TokenClasses(ids, inc, end, idx._leaving(dfa, s, 0, leaving.tolist())), ref)
             checked += 1
-    assert checked >= 20
+    # below a structural prefix: the subtree of the trie node for '"'
+    node = idx.children[0][0x22]
+    for dfa in dfas[1:]:
+        for s in range(dfa.num_states):
+            ids, inc, end, leaving = idx.frontier.walk(dfa, s, node, None)
+            same(TokenClasses(ids, inc, end, idx._leaving(dfa, s, 1, leaving.tolist())),
+                 idx._walk_dfs(dfa, s, node, None))
+            checked += 1
+    assert checked >= 40

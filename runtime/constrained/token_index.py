@@ -23,6 +23,7 @@ from .trie_frontier import TrieFrontier
 _CACHE_BYTES = 256 << 20    # classification cache budget
 _PACKED_LIMIT = 4_096       # packed masks (6 KB each) kept before that cache is cleared
 _DFS_NODES = 512            # a root walk whose first bytes cover more trie nodes than this is vectorised
+_HANDOFF = 256             # a frontier whose subtrees hold this few nodes is finished depth-first
 _DENSE_NODES = 20_000       # ... over the whole trie per depth (~10 ns a node) when the first bytes' subtrees
                             #   hold this many nodes, else over the frontier still inside the lexeme (~40 ns
                             #   a node it keeps alive)
@@ -90,7 +91,7 @@ class TokenIndex:
         self.depth = depth
         self.num_nodes = len(children)
         self._build_ranges(node_of)
-        self.frontier = TrieFrontier(children, ends, self.by_pre, self.tok_lo, self.tok_hi)
+        self.frontier = TrieFrontier(children, ends, self.by_pre, self.tok_lo, self.tok_hi, self.subtree_size)
         self._build_levels(np.array(depth), np.array(parent), np.array(byte), node_of)
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
@@ -230,20 +231,33 @@ class TokenIndex:
         if size > _DFS_NODES:
             if node == 0 and only is None and size >= _DENSE_NODES:
                 return self._walk_levels(dfa, state)
-            ids, inc, end, leaving = self.frontier.walk(dfa, state, node, first)
-            return TokenClasses(ids, inc, end, self._leaving(dfa, state, self.depth[node], leaving.tolist()))
+            ids, inc, end, leaving, rest = self.frontier.walk(dfa, state, node, first, _HANDOFF)
+            leaving = leaving.tolist()
+            if rest:        # a small remainder is finished depth-first (numpy's per-call cost dominates there)
+                i2, c2, e2, l2 = self._dfs(dfa, rest, -1, None)
+                ids, inc = np.concatenate([ids, np.array(i2, np.int32)]), np.concatenate([inc, np.array(c2, np.int32)])
+                end = np.concatenate([end, np.array(e2, np.int32)])
+                leaving += l2
+            return TokenClasses(ids, inc, end, self._leaving(dfa, state, self.depth[node], leaving))
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Depth-first over the trie below `node`, following only bytes the DFA reads, except below a point
         where the lexeme may end: there every child is looked at (a dead byte makes its subtree `leaving`)."""
+        ins, incs, outs, leaving_ids = self._dfs(dfa, [(node, state, 0, False)], node, only)
+        return TokenClasses(np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32),
+                            self._leaving(dfa, state, self.depth[node], leaving_ids))
+
+    def _dfs(self, dfa: ByteDFA, todo: list[tuple], node: int, only: list[int] | None):
+        """The depth-first walk from `todo`: (trie node, DFA state, characters started, lexeme may end) entries
+        whose children are to be classified; `only` restricts the children of `node`. Returns (inside ids,
+        their characters, their end states, leaving ids) as lists."""
         rows, acc, bnd = dfa.table_list, dfa.accepting_list, dfa.boundary_list
         children, ends = self.children, self.ends
         ins: list[int] = []
         incs: list[int] = []
         outs: list[int] = []
         leave: list[np.ndarray] = []
-        todo = [(node, state, 0, False)]
         while todo:
             n, s, c, may_end = todo.pop()
             kids = children[n]
@@ -268,9 +282,7 @@ class TokenIndex:
                         todo.append((child, ns, c2, may_end or acc[ns]))
                 elif may_end:
                     leave.append(self.by_pre[self.tok_lo[child]:self.tok_hi[child]])
-        leaving_ids = np.concatenate(leave).tolist() if leave else []
-        return TokenClasses(np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32),
-                            self._leaving(dfa, state, self.depth[node], leaving_ids))
+        return ins, incs, outs, (np.concatenate(leave).tolist() if leave else [])
 
     def _walk_levels(self, dfa: ByteDFA, state: int) -> TokenClasses:
         """The vectorised walk from the trie root over every first byte: one gather per depth over the DFA's

@@ -25,7 +25,8 @@ class TrieFrontier:
     """Immutable breadth-first arrays of a token trie (`children`: list of {byte: node}, `ends`: token ids
     ending at each node, `by_pre`/`tok_lo`/`tok_hi`: the tokens below each node as one slice)."""
 
-    def __init__(self, children, ends, by_pre: np.ndarray, tok_lo: list[int], tok_hi: list[int]):
+    def __init__(self, children, ends, by_pre: np.ndarray, tok_lo: list[int], tok_hi: list[int],
+                 subtree_size: list[int]):
         order = [0]
         for n in order:                       # breadth-first: a parent's children are appended together
             order.extend(c for _, c in sorted(children[n].items()))
@@ -48,11 +49,15 @@ class TrieFrontier:
         self.sub_hi = np.asarray(tok_hi, np.int64)[order]
         self.by_pre = by_pre
         self.bfs = bfs                        # trie node -> BFS id
+        self.order = np.asarray(order, np.int64)             # BFS id -> trie node
+        self.size = np.asarray(subtree_size, np.int64)[order]  # nodes in each subtree, by BFS id
 
-    def walk(self, dfa: ByteDFA, state: int, node: int, first: list[int] | None):
+    def walk(self, dfa: ByteDFA, state: int, node: int, first: list[int] | None, handoff: int = 0):
         """From trie node `node` (its prefix read) in DFA `state`, over the subtrees of its children by the
         bytes `first` (None: all): (inside ids, their characters started, their end states, ids that may
-        leave the lexeme), the same sets as TokenIndex's other walks (order aside)."""
+        leave the lexeme, rest), the same sets as TokenIndex's other walks (order aside). Once the subtrees
+        still to walk hold at most `handoff` nodes, it stops: `rest` lists their roots as (trie node, DFA state, characters
+        started, lexeme may end) for the depth-first walk to classify their children."""
         nxt, winc = dfa.walk_flat
         big = dfa.num_states + 1              # walk state x = s + big * (accepting before a later byte)
         dead = dfa.num_states
@@ -64,6 +69,7 @@ class TrieFrontier:
         x = dfa.walk_table[state][bb].astype(np.int64)        # accepting before the first byte does not count
         inc = (bool(dfa.walk_boundary[state]) & (bb != 0x22)).astype(np.int64)
         in_nodes, in_x, in_inc, out_nodes = [], [], [], []
+        rest: list[tuple] = []
         while nodes.size:
             alive = (x != dead) & (x != dead + big)
             out_nodes.append(nodes[x == dead + big])          # dead after accepting: the whole subtree leaves
@@ -71,6 +77,11 @@ class TrieFrontier:
             in_nodes.append(nodes)
             in_x.append(x)
             in_inc.append(inc)
+            if int(self.size[nodes].sum()) <= handoff:
+                s, a = x % big, x >= big
+                may_end = (a | dfa.walk_accepting[s]).tolist()
+                rest = list(zip(self.order[nodes].tolist(), s.tolist(), inc.tolist(), may_end))
+                break
             lo, hi = self.child_lo[nodes], self.child_hi[nodes]
             cnt = hi - lo
             kids_at = _spans(lo, hi)
@@ -90,4 +101,4 @@ class TrieFrontier:
         ids = self.end_tok[at]
         out = np.concatenate(out_nodes)
         leaving = self.by_pre[_spans(self.sub_lo[out], self.sub_hi[out])]
-        return ids, np.repeat(i_in, cnt).astype(np.int32), (st % big).astype(np.int32), leaving
+        return ids, np.repeat(i_in, cnt).astype(np.int32), (st % big).astype(np.int32), leaving, rest

@@ -190,14 +190,21 @@ def test_classify_walks_agree(compiler):
                 continue
             ref = idx._walk_dfs(dfa, s, 0, None)
             same(idx._walk_levels(dfa, s), ref)
-            ids, inc, end, leaving = idx.frontier.walk(dfa, s, 0, first)
+            ids, inc, end, leaving, _ = idx.frontier.walk(dfa, s, 0, first)
             same(TokenClasses(ids, inc, end, idx._leaving(dfa, s, 0, leaving.tolist())), ref)
+            same(idx._walk(dfa, s, 0, None), ref)     # whichever walk it picks, narrow frontiers finished by DFS
+            ids, inc, end, leaving, rest = idx.frontier.walk(dfa, s, 0, first, 10 ** 9)   # hand off at once
+            i2, c2, e2, l2 = idx._dfs(dfa, rest, -1, None)
+            same(TokenClasses(np.concatenate([ids, np.array(i2, np.int32)]),
+                              np.concatenate([inc, np.array(c2, np.int32)]),
+                              np.concatenate([end, np.array(e2, np.int32)]),
+                              idx._leaving(dfa, s, 0, leaving.tolist() + l2)), ref)
             checked += 1
     # below a structural prefix: the subtree of the trie node for '"'
     node = idx.children[0][0x22]
     for dfa in dfas[1:]:
         for s in range(dfa.num_states):
-            ids, inc, end, leaving = idx.frontier.walk(dfa, s, node, None)
+            ids, inc, end, leaving, _ = idx.frontier.walk(dfa, s, node, None)
             same(TokenClasses(ids, inc, end, idx._leaving(dfa, s, 1, leaving.tolist())),
                  idx._walk_dfs(dfa, s, node, None))
             checked += 1

@@ -3,9 +3,11 @@
 `classify(dfa, state, node)` walks the DFA from `state` over the tokens below trie node `node` (their bytes past
 the node's prefix) and sorts them into "stays inside the lexeme" (with the DFA state after the token) and "may
 leave the lexeme" (the DFA accepts before the token ends; the caller checks the rest against the parse stack).
-Two walks give the same answer: a vectorised one (one numpy gather per trie depth) for the dense case, a
-lexeme's state at the trie root that reads most bytes; and a depth-first one that follows only the bytes the DFA
-can read, for everything else (sparse states, and the small subtrees below structural prefixes like `{"`).
+Three walks give the same answer: a vectorised one over the whole trie (one numpy gather per depth) for dense
+lexeme states at the trie root; a frontier one (trie_frontier.py: gathers over just the nodes still inside the
+lexeme, the small remainder handed to the depth-first one) for root states reading a few first bytes; and a
+depth-first one that follows only the bytes the DFA can read, for small subtrees (below structural prefixes like
+`{"`). Object-name DFAs built on the plain-string DFA reuse its root results (`split`, `packed_inside`).
 Results are cached per (dfa.key, state, node), so equal DFAs in different grammars share the work.
 `children` / `ends`: the trie as Python lists, for the parser's byte-by-byte walk at structural positions."""
 from __future__ import annotations

@@ -56,8 +56,9 @@ class TrieFrontier:
         """From trie node `node` (its prefix read) in DFA `state`, over the subtrees of its children by the
         bytes `first` (None: all): (inside ids, their characters started, their end states, ids that may
         leave the lexeme, rest), the same sets as TokenIndex's other walks (order aside). Once the subtrees
-        still to walk hold at most `handoff` nodes, it stops: `rest` lists their roots as (trie node, DFA state, characters
-        started, lexeme may end) for the depth-first walk to classify their children."""
+        still to walk hold at most `handoff` nodes, it stops: `rest` lists their roots as (trie node, DFA
+        state, characters started, lexeme may end) for the depth-first walk to classify their children.
+        (Index arrays stay int64: numpy converts narrower fancy indices on every gather.)"""
         nxt, winc = dfa.walk_flat
         big = dfa.num_states + 1              # walk state x = s + big * (accepting before a later byte)
         dead = dfa.num_states

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -98,8 +97,8 @@ def main() -> None:
     compiler = GrammarCompiler(tok)
     kws = set(args.keywords.split(",")) if args.keywords else None
     total = dict(cases=0, compiled=0, unsupported=0, errors=0, correct=0, wrong=0)
-    print(f"| keyword | cases | compiled | unsupported | correct | wrong |")
-    print(f"|---|---:|---:|---:|---:|---:|")
+    print("| keyword | cases | compiled | unsupported | correct | wrong |")
+    print("|---|---:|---:|---:|---:|---:|")
     t0 = time.time()
     for kw, path in suite_files(kws):
         st = run_file(compiler, tok, path)

@@ -313,7 +313,6 @@ def main() -> None:
                     print(f"  WRONG {Path(f).name}: valid_rejected={x['valid_rejected']} "
                           f"invalid_accepted={x['invalid_accepted']}")
         if "llguidance" in per:
-            ours = sum(1 for x in per["sglite"] if x["compiled"])
             both = sum(1 for a, b in zip(per["sglite"], per["llguidance"]) if b["compiled"] and not a["compiled"])
             print(f"\nschemas llguidance compiles but sglite does not: {both}")
 

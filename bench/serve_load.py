@@ -18,7 +18,6 @@ import os
 import random
 import shlex
 import socket
-import statistics
 import subprocess
 import sys
 import time

@@ -139,7 +139,7 @@ def multiple_of_fsm(k: int):
     # states: 0 start, 1 after '-', 2 "0" (zero), 3 after '.', 4 zeros after '.', 5 + r: digits with remainder r
     n = 5 + k
     trans: list[list[tuple[int, int, int]]] = [[] for _ in range(n)]
-    zero, one_nine = ord("0"), ord("1")
+    zero = ord("0")
     for s in (0, 1):
         trans[s].append((zero, zero, 2))
         for d in range(1, 10):

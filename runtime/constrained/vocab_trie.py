@@ -1,0 +1,98 @@
+"""The vocabulary as a byte trie over the text tokens' raw bytes, with the index arrays the classification walks
+use: preorder token ranges per node, nodes grouped by depth and first byte, packed masks by first byte."""
+from __future__ import annotations
+
+import numpy as np
+
+from .trie_frontier import TrieFrontier
+
+
+class VocabTrie:
+    """`children[n]`: byte -> child node; `ends[n]`: tokens whose bytes end at node n (root: 0). Immutable."""
+
+    def __init__(self, tokenizer):
+        self.vocab_size = tokenizer.vocab_size
+        self.eos_token_id = tokenizer.eos_token_id
+        self.token_bytes: list[bytes] = list(tokenizer.all_token_bytes())
+        special = set(tokenizer.special_token_ids)
+        # candidates: tokens that stand for text; special tokens (incl. EOS) are never sampled as text
+        self.text_tokens = [i for i, b in enumerate(self.token_bytes) if b and i not in special]
+        self._build_trie()
+
+    def _build_trie(self) -> None:
+        children: list[dict[int, int]] = [{}]
+        ends: list[list[int]] = [[]]
+        depth = [0]
+        parent = [0]
+        byte = [0]
+        node_of = np.zeros(self.vocab_size, np.int64)
+        for i in self.text_tokens:
+            n = 0
+            for b in self.token_bytes[i]:
+                nxt = children[n].get(b)
+                if nxt is None:
+                    nxt = len(children)
+                    children[n][b] = nxt
+                    children.append({})
+                    ends.append([])
+                    depth.append(depth[n] + 1)
+                    parent.append(n)
+                    byte.append(b)
+                n = nxt
+            ends[n].append(i)
+            node_of[i] = n
+        self.children = children
+        self.ends = ends
+        self.depth = depth
+        self.num_nodes = len(children)
+        self._build_ranges(node_of)
+        self.frontier = TrieFrontier(children, ends, self.by_pre, self.tok_lo, self.tok_hi, self.subtree_size)
+        self._build_levels(np.array(depth), np.array(parent), np.array(byte), node_of)
+        self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
+        self.is_text = np.zeros(self.vocab_size, bool)
+        self.is_text[self.text_tokens] = True
+        self.words = (self.vocab_size + 31) // 32
+        # int32 [257, words]: packed masks of the text tokens by first byte
+        by_first = np.zeros((257, self.words * 32), bool)
+        by_first[self.token_first[self.text_tokens], self.text_tokens] = True
+        self.first_packed = np.packbits(by_first, axis=1, bitorder="little").view("<i4").astype(np.int32)
+
+    def _build_ranges(self, node_of: np.ndarray) -> None:
+        """Preorder token ranges: the tokens below node n (n included) are `by_pre[tok_lo[n]:tok_hi[n]]`."""
+        pre = np.zeros(self.num_nodes, np.int64)
+        size = [1] * self.num_nodes
+        order, stack = [], [0]
+        while stack:
+            n = stack.pop()
+            pre[n] = len(order)
+            order.append(n)
+            stack.extend(sorted(self.children[n].values(), reverse=True))
+        for n in reversed(order):           # children come after their parent in preorder
+            for c in self.children[n].values():
+                size[n] += size[c]
+        self.subtree_size = size
+        tok_pre = pre[node_of[self.text_tokens]]
+        by = np.argsort(tok_pre, kind="stable")
+        self.by_pre = np.asarray(self.text_tokens, np.int32)[by]
+        sorted_pre = tok_pre[by]
+        ends_at = pre + np.array(size)
+        self.tok_lo = np.searchsorted(sorted_pre, pre).tolist()
+        self.tok_hi = np.searchsorted(sorted_pre, ends_at).tolist()
+
+    def _build_levels(self, depth_a, parent_a, byte_a, node_of) -> None:
+        """Nodes grouped by depth, and within a depth by first byte (a first byte's subtree is one slice)."""
+        first = np.full(self.num_nodes, 256, np.int64)       # first byte of each node's prefix (root: 256)
+        for n in range(1, self.num_nodes):
+            first[n] = byte_a[n] if depth_a[n] == 1 else first[parent_a[n]]
+        order = np.lexsort((first, depth_a))
+        self.max_depth = int(depth_a.max())
+        pos = np.empty(self.num_nodes, np.int64)
+        pos[order] = np.arange(self.num_nodes)
+        bounds = np.searchsorted(depth_a[order], np.arange(self.max_depth + 2))
+        # per depth d >= 1: (start, end, parents' flat positions, bytes, per-first-byte slice bounds [257])
+        self.levels = []
+        for d in range(1, self.max_depth + 1):
+            nodes = order[bounds[d]:bounds[d + 1]]
+            self.levels.append((int(bounds[d]), int(bounds[d + 1]), pos[parent_a[nodes]], byte_a[nodes]))
+        self.token_pos = pos[node_of]                     # flat position of each token's node
+        self.pre_pos = self.token_pos[self.by_pre]        # ... in `by_pre` order

@@ -20,6 +20,8 @@ class EngineConfig:
     json_whitespace: str = "compact"      # JSON-schema outputs: "compact" (generation mode) or "any"
     json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
+    num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
+                                          # one per core; fewer when other busy processes share the cores)
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread
@@ -45,6 +47,8 @@ class EngineConfig:
             raise bad("max_context", "must be an int >= 2 or None")
         if self.json_whitespace not in ("compact", "any"):
             raise bad("json_whitespace", "must be 'compact' or 'any'")
+        if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
+            raise bad("num_threads", "must be a positive int or None")
         if self.grammar_mask_overlap not in ("auto", "on", "off"):
             raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
         if self.json_property_order not in ("schema", "any"):

@@ -36,6 +36,8 @@ class Engine:
         from ..model import Model, load_model
 
         self.config = cfg = EngineConfig.from_kwargs(**options)
+        if cfg.num_threads is not None:
+            torch.set_num_threads(cfg.num_threads)
         self.model = model if isinstance(model, Model) else load_model(
             model, device=cfg.device, attention_backend=cfg.attention_backend)
         self.tokenizer = self.model.tokenizer

@@ -27,6 +27,7 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--json-whitespace", "json_whitespace", str, "JSON-schema outputs: 'compact' or 'any' whitespace"),
     ("--json-property-order", "json_property_order", str,
      "JSON-schema outputs: named properties in 'schema' order (forced keys) or in 'any' order"),
+    ("--num-threads", "num_threads", int, "CPU: torch threads (default: one per core; use fewer on a shared machine)"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
 )

@@ -50,3 +50,18 @@ def test_engine_config_validation():
         EngineConfig(chunked_prefill_size=0)
     with pytest.raises(ValueError, match="max_batch"):
         EngineConfig.from_kwargs(max_batch=3)
+    for key, bad in (("num_threads", 0), ("grammar_mask_overlap", "maybe"), ("json_property_order", "sorted"),
+                     ("json_whitespace", "pretty")):
+        with pytest.raises(ValueError, match=key):
+            EngineConfig(**{key: bad})
+
+
+def test_num_threads_sets_torch_threads(make_engine):
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        make_engine(num_threads=1)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

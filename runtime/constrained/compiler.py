@@ -6,10 +6,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
-from .digit_cap import cap_digit_runs, is_number_dfa
 from .errors import GrammarError
 from .grammar import Grammar
-from .nodes import LexNode
 from .schema import SchemaCompiler
 from .token_index import TokenIndex
 
@@ -73,24 +71,9 @@ class GrammarCompiler:
                 root = sc.compile(schema, "#")
             except RecursionError:
                 raise GrammarError("schema nests too deeply to compile (limit: Python recursion)") from None
-            if whitespace == "compact":
-                self._cap_numbers(sc.nodes)
             return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace,
                            property_order=property_order)
         return self._cached(("json_schema", spec, whitespace, property_order, self.tokenizer.name), build)
-
-    def _cap_numbers(self, nodes: list) -> None:
-        """Generation mode: number lexemes write at most NUMBER_DIGITS digits in a row (see digit_cap)."""
-        for node in nodes:
-            if isinstance(node, LexNode) and is_number_dfa(node.dfa):
-                key = ("digit_cap", node.dfa.key)
-                with self._lock:
-                    capped = self._dfas.get(key)
-                if capped is None:
-                    capped = cap_digit_runs(node.dfa)
-                    with self._lock:
-                        self._dfas[key] = capped
-                node.dfa = capped
 
 
 def _load_schema(schema: Any) -> Any:

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from .byte_dfa import ByteDFA
 from .charfsm import ANY_CHAR, CharFSM
+from .digit_cap import cap_digit_runs, is_number_dfa
 from .errors import GrammarError, UnsupportedSchemaError
 from .json_numbers import NUMBER
 from .json_values import KINDS
@@ -40,7 +41,7 @@ class SchemaCompiler:
 
     def __init__(self, root: Any, dfa_cache: dict, canonical: bool = False):
         self.doc = SchemaDocument(root)
-        self.canonical = canonical   # generation mode: no needless escapes in strings
+        self.canonical = canonical   # generation mode: no needless escapes in strings, capped digit runs
         self.nodes: list[Node] = []
         self.refs: dict[str, int] = {}     # JSON pointer of a $ref target -> its node
         self.dfas = dfa_cache              # shared between compilations: keys name everything a DFA depends on
@@ -50,6 +51,9 @@ class SchemaCompiler:
     def add(self, node: Node) -> int:
         if len(self.nodes) >= MAX_NODES:
             raise GrammarError(f"schema too large: more than {MAX_NODES} grammar nodes")
+        if self.canonical and isinstance(node, LexNode) and is_number_dfa(node.dfa):
+            d = node.dfa   # generation mode: at most NUMBER_DIGITS digits in a row (see digit_cap)
+            node.dfa = self.dfa(("digit_cap", d.key), lambda: cap_digit_runs(d))
         self.nodes.append(node)
         return len(self.nodes) - 1
 

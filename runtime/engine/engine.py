@@ -57,7 +57,7 @@ class Engine:
         self.processor = StepProcessor(Sampler(mc.vocab_size, eos), eos,
                                        self.grammar.jump_forward if cfg.enable_jump_forward else None)
         self.scheduler = Scheduler(cfg, self.kv)
-        self.masks = MaskPrefetcher(mc.vocab_size, eos, cfg.grammar_mask_overlap, device)
+        self.masks = MaskPrefetcher(mc.vocab_size, cfg.grammar_mask_overlap, device)
         self.debug_checks = False   # tests set True: check_integrity after every step
         self._stats = {"prompt_tokens": 0, "cached_tokens": 0, "prefill_tokens_computed": 0,
                        "decode_tokens": 0, "requests_finished": 0}

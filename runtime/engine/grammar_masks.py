@@ -19,23 +19,17 @@ from .request import Req
 
 class GrammarMasks:
     """int32 [len(reqs), ceil(vocab/32)] bitmask for `reqs` (bit j of word w: token 32w+j allowed), EOS exactly
-    where the request's grammar accepts."""
+    where the request's grammar accepts (the matcher's `fill_bitmask` contract)."""
 
     def __init__(self, reqs: Sequence[Req], bitmask: torch.Tensor):
         self.reqs = list(reqs)
         self.bitmask = bitmask
 
     @staticmethod
-    def build(reqs: Sequence[Req], vocab_size: int, eos: int | None) -> "GrammarMasks":
-        words = (vocab_size + 31) // 32
-        bitmask = torch.zeros((len(reqs), words), dtype=torch.int32)
+    def build(reqs: Sequence[Req], vocab_size: int) -> "GrammarMasks":
+        bitmask = torch.zeros((len(reqs), (vocab_size + 31) // 32), dtype=torch.int32)
         for j, r in enumerate(reqs):
             r.matcher.fill_bitmask(bitmask, j)
-            if eos is not None:
-                w, b = divmod(eos, 32)
-                word = int(bitmask[j, w]) & 0xFFFFFFFF
-                word = word | (1 << b) if r.matcher.is_accepting() else word & ~(1 << b)
-                bitmask[j, w] = word - (1 << 32) if word >= 1 << 31 else word
         return GrammarMasks(reqs, bitmask)
 
     def rows_for(self, reqs: Sequence[Req]) -> torch.Tensor | None:
@@ -51,9 +45,8 @@ class MaskPrefetcher:
     """Starts `GrammarMasks.build` for a step's sampling requests on one worker thread. `mode`: "on", "off", or
     "auto" (on when the model runs on an accelerator, or torch leaves a CPU core free)."""
 
-    def __init__(self, vocab_size: int, eos: int | None, mode: str = "auto", device: str = "cpu"):
+    def __init__(self, vocab_size: int, mode: str = "auto", device: str = "cpu"):
         self.vocab_size = vocab_size
-        self.eos = eos
         self.mode = mode
         self.device = device
         self._pool: ThreadPoolExecutor | None = None
@@ -78,7 +71,7 @@ class MaskPrefetcher:
             return None
         if self._pool is None:
             self._pool = ThreadPoolExecutor(1, thread_name_prefix="sglite-masks")
-        return self._pool.submit(GrammarMasks.build, todo, self.vocab_size, self.eos)
+        return self._pool.submit(GrammarMasks.build, todo, self.vocab_size)
 
     def shutdown(self) -> None:
         if self._pool is not None:

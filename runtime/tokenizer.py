@@ -39,12 +39,13 @@ class Tokenizer:
 
     def __init__(self, hf_tokenizer, *, eos_token_id: int | None, bos_token_id: int | None,
                  add_bos_token: bool, chat_template: str | None, special_ids: Iterable[int], byte_level: bool,
-                 name: str):
+                 name: str, chat_template_source: str | None = None):
         self.hf = hf_tokenizer
         self.eos_token_id = eos_token_id
         self.bos_token_id = bos_token_id
         self.add_bos_token = add_bos_token
         self.chat_template = chat_template
+        self.chat_template_source = chat_template_source  # where the template came from, for the model card
         self.special_token_ids = frozenset(special_ids)
         self.byte_level = byte_level
         self.name = name  # identifies the vocabulary (cache key for compiled grammars)
@@ -160,9 +161,12 @@ def _tokenizer_from_gguf(path: Path) -> Tokenizer:
     from .gguf_loader import GGUFError, open_gguf
 
     meta = open_gguf(str(path.resolve())).tokenizer_metadata()
+    if meta.model == "llama":
+        return _sentencepiece_from_gguf(path, meta)
     if meta.model != "gpt2":
         raise GGUFError(f"GGUF file {str(path)!r} has tokenizer model {meta.model!r}; sglite builds byte-level BPE "
-                        "('gpt2') tokenizers from GGUF. Use a Hugging Face folder with tokenizer.json instead.")
+                        "('gpt2') and SentencePiece BPE ('llama') tokenizers from GGUF. Use a Hugging Face folder "
+                        "with tokenizer.json instead.")
     vocab = {t: i for i, t in enumerate(meta.tokens)}
     merges = [tuple(m.split(" ", 1)) for m in meta.merges]
     bpe = models.BPE(vocab=vocab, merges=merges, fuse_unk=False, byte_fallback=False)
@@ -181,7 +185,58 @@ def _tokenizer_from_gguf(path: Path) -> Tokenizer:
     hf.add_special_tokens([AddedToken(meta.tokens[i], special=True, normalized=False) for i in special])
     return Tokenizer(hf, eos_token_id=meta.eos_token_id, bos_token_id=meta.bos_token_id,
                      add_bos_token=meta.add_bos_token, chat_template=meta.chat_template, special_ids=special,
-                     byte_level=True, name=f"gguf:{path.name}:{len(meta.tokens)}")
+                     byte_level=True, name=f"gguf:{path.name}:{len(meta.tokens)}",
+                     chat_template_source=_GGUF_TEMPLATE_SOURCE if meta.chat_template else None)
+
+
+_GGUF_TEMPLATE_SOURCE = "GGUF metadata (tokenizer.chat_template)"
+
+
+def merges_from_scores(tokens: list[str], scores: list[float]) -> list[tuple[str, str]]:
+    """BPE merges a SentencePiece vocabulary implies: every split of a token into two tokens, best score first.
+    The same list (and order) as transformers' `generate_merges(vocab, vocab_scores)`, which its GGUF loader uses."""
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = []
+    for piece, score in dict(zip(tokens, scores)).items():
+        local = [(piece[:i], piece[i:], score) for i in range(1, len(piece))
+                 if piece[:i] in vocab and piece[i:] in vocab]
+        local.sort(key=lambda m: (vocab[m[0]], vocab[m[1]]))
+        merges.extend(local)
+    merges.sort(key=lambda m: (m[2], len(m[0]), len(m[1])), reverse=True)
+    return [(a, b) for a, b, _ in merges]
+
+
+def _sentencepiece_from_gguf(path: Path, meta) -> Tokenizer:
+    """A SentencePiece-BPE vocabulary (Llama 2, Mistral) built as transformers' GGUF loader builds it
+    (LlamaTokenizer: byte fallback, Metaspace prepending '▁' to the first word), so ids agree with it."""
+    from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+
+    from .gguf_loader import GGUFError
+
+    if meta.add_space_prefix is False:
+        raise GGUFError(f"GGUF file {str(path)!r} sets tokenizer.ggml.add_space_prefix = false; transformers' GGUF "
+                        "loader ignores it and llama.cpp honours it, so ids would depend on the reader. Use the "
+                        "model's Hugging Face folder (tokenizer.json) instead")
+    if meta.merges:
+        merges = [tuple(m.split(" ", 1)) for m in meta.merges]
+    elif meta.scores is not None:
+        merges = merges_from_scores(meta.tokens, meta.scores)
+    else:
+        raise GGUFError(f"GGUF file {str(path)!r} has a SentencePiece vocabulary without tokenizer.ggml.scores or "
+                        "merges; cannot rebuild its merges")
+    vocab = {t: i for i, t in enumerate(meta.tokens)}
+    hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True))
+    hf.pre_tokenizer = pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="first", split=False)
+    hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                    decoders.Strip(content=" ", left=1, right=0)])
+    special = [i for i, t in enumerate(meta.token_types) if t in (CONTROL, UNKNOWN)]
+    hf.add_special_tokens([AddedToken(meta.tokens[i], special=True, normalized=False) for i in special])
+    user = [i for i, t in enumerate(meta.token_types) if t == USER_DEFINED]
+    hf.add_tokens([AddedToken(meta.tokens[i], special=False, normalized=False) for i in user])
+    return Tokenizer(hf, eos_token_id=meta.eos_token_id, bos_token_id=meta.bos_token_id,
+                     add_bos_token=meta.add_bos_token, chat_template=meta.chat_template, special_ids=special,
+                     byte_level=False, name=f"gguf:{path.name}:{len(meta.tokens)}",
+                     chat_template_source=_GGUF_TEMPLATE_SOURCE if meta.chat_template else None)
 
 
 def _tokenizer_from_folder(folder: Path) -> Tokenizer:
@@ -206,13 +261,25 @@ def _tokenizer_from_folder(folder: Path) -> Tokenizer:
         return value[0] if isinstance(value, list) else value
 
     special = [hf.token_to_id(t.content) for t in hf.get_added_tokens_decoder().values() if t.special]
-    template = cfg.get("chat_template")
-    if template is None and (folder / "chat_template.jinja").is_file():
-        template = (folder / "chat_template.jinja").read_text()
+    template, source = _folder_chat_template(folder, cfg)
     pre = json.dumps(hf.to_str())
     return Tokenizer(hf, eos_token_id=token_id("eos_token"), bos_token_id=token_id("bos_token"),
                      add_bos_token=bool(cfg.get("add_bos_token", False)), chat_template=template,
-                     special_ids=special, byte_level='"ByteLevel"' in pre, name=f"folder:{folder.resolve()}")
+                     special_ids=special, byte_level='"ByteLevel"' in pre, name=f"folder:{folder.resolve()}",
+                     chat_template_source=source)
+
+
+def _folder_chat_template(folder: Path, cfg: dict) -> tuple[str | None, str | None]:
+    """(template, where from). As transformers: chat_template.jinja (what 5.x writes) wins over
+    tokenizer_config.json's chat_template, which may be a string or a list of {name, template} (take 'default')."""
+    if (folder / "chat_template.jinja").is_file():
+        return (folder / "chat_template.jinja").read_text(), "chat_template.jinja"
+    template = cfg.get("chat_template")
+    if isinstance(template, list):
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        template = named.get("default")
+        return template, ("tokenizer_config.json (chat_template 'default')" if template else None)
+    return template, ("tokenizer_config.json" if template else None)
 
 
 _cache: dict[str, Tokenizer] = {}

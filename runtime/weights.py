@@ -6,69 +6,92 @@ from pathlib import Path
 
 import torch
 
-from .config import ModelConfig
+from .config import ModelConfig, UnsupportedModelError
 
-# Hugging Face parameter name suffix -> GGUF tensor name suffix (per layer)
+# Hugging Face parameter name suffix -> GGUF tensor name suffix (per layer), for every family
 _HF_LAYER_NAMES = {
     "input_layernorm.weight": "attn_norm.weight",
     "self_attn.q_proj.weight": "attn_q.weight", "self_attn.q_proj.bias": "attn_q.bias",
     "self_attn.k_proj.weight": "attn_k.weight", "self_attn.k_proj.bias": "attn_k.bias",
     "self_attn.v_proj.weight": "attn_v.weight", "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": "attn_output.weight",
+    "self_attn.o_proj.weight": "attn_output.weight", "self_attn.o_proj.bias": "attn_output.bias",
+    "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight",
     "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.gate_proj.bias": "ffn_gate.bias",
+    "mlp.up_proj.weight": "ffn_up.weight", "mlp.up_proj.bias": "ffn_up.bias",
+    "mlp.down_proj.weight": "ffn_down.weight", "mlp.down_proj.bias": "ffn_down.bias",
 }
+# Gemma 2 normalizes after attention too: its post_attention_layernorm is not the pre-MLP norm
+_GEMMA2_LAYER_NAMES = {**_HF_LAYER_NAMES, "post_attention_layernorm.weight": "post_attention_norm.weight",
+                       "pre_feedforward_layernorm.weight": "ffn_norm.weight",
+                       "post_feedforward_layernorm.weight": "post_ffw_norm.weight"}
 _HF_GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                     "lm_head.weight": "output.weight"}
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers some older checkpoints saved; recomputed from the config
 
 
 def config_from_hf(folder: Path) -> ModelConfig:
-    cfg = json.loads((folder / "config.json").read_text())
-    model_type = cfg.get("model_type")
-    arch = {"llama": "llama", "mistral": "mistral", "qwen2": "qwen2"}.get(model_type, model_type or "?")
-    n_heads = cfg["num_attention_heads"]
-    return ModelConfig(
-        architecture=arch,
-        num_layers=cfg["num_hidden_layers"],
-        hidden_size=cfg["hidden_size"],
-        intermediate_size=cfg["intermediate_size"],
-        num_heads=n_heads,
-        num_kv_heads=cfg.get("num_key_value_heads", n_heads),
-        vocab_size=cfg["vocab_size"],
-        head_dim=cfg.get("head_dim") or cfg["hidden_size"] // n_heads,
-        rope_theta=float(cfg.get("rope_theta", 10000.0)),
-        rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-5)),
-        max_context=int(cfg.get("max_position_embeddings", 2048)),
-        tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        attention_bias=arch == "qwen2" or bool(cfg.get("attention_bias", False)),
-    )
+    from .hf_config import config_from_dict
+
+    return config_from_dict(json.loads((folder / "config.json").read_text()), source=str(folder))
 
 
-def weights_from_hf(folder: Path) -> dict[str, torch.Tensor]:
+def _safetensors_files(folder: Path) -> list[Path]:
+    """The files transformers would read: the index's shards, else model.safetensors, else every *.safetensors."""
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        return [folder / s for s in shards]
+    if (folder / "model.safetensors").is_file():
+        return [folder / "model.safetensors"]
+    return sorted(folder.glob("*.safetensors"))
+
+
+def _split_fused(name: str, t: torch.Tensor, config: ModelConfig) -> dict[str, torch.Tensor]:
+    """Phi-3's fused projections -> the separate tensors the other families have. rows: [q | k | v], [gate | up]."""
+    if name.endswith("attn_qkv.weight"):
+        q, k, v = t.split([config.q_size, config.kv_size, config.kv_size])
+        base = name[: -len("attn_qkv.weight")]
+        return {base + "attn_q.weight": q, base + "attn_k.weight": k, base + "attn_v.weight": v}
+    if name.endswith("ffn_gate_up.weight"):
+        gate, up = t.split([config.intermediate_size, config.intermediate_size])
+        base = name[: -len("ffn_gate_up.weight")]
+        return {base + "ffn_gate.weight": gate, base + "ffn_up.weight": up}
+    return {name: t}
+
+
+def weights_from_hf(folder: Path, config: ModelConfig | None = None) -> dict[str, torch.Tensor]:
+    """float32 tensors under GGUF names. Raises on a tensor no supported family has (it would be ignored)."""
     from safetensors.torch import load_file
 
-    files = sorted(folder.glob("*.safetensors"))
+    config = config or config_from_hf(folder)
+    files = _safetensors_files(folder)
     if not files:
         raise FileNotFoundError(f"model folder {str(folder)!r} has no *.safetensors files")
+    layer_names = dict(_GEMMA2_LAYER_NAMES if config.architecture == "gemma2" else _HF_LAYER_NAMES)
+    layer_names.update({"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_gate_up.weight"})
     out = {}
     for f in files:
         for name, t in load_file(str(f)).items():
+            if name.endswith(_IGNORED_SUFFIXES):
+                continue
             if name in _HF_GLOBAL_NAMES:
                 out[_HF_GLOBAL_NAMES[name]] = t.float()
                 continue
             parts = name.split(".")  # model.layers.{i}.{rest}
-            if len(parts) > 3 and parts[1] == "layers":
-                rest = ".".join(parts[3:])
-                if rest in _HF_LAYER_NAMES:
-                    out[f"blk.{parts[2]}.{_HF_LAYER_NAMES[rest]}"] = t.float()
+            rest = ".".join(parts[3:])
+            if len(parts) > 3 and parts[:2] == ["model", "layers"] and rest in layer_names:
+                out.update(_split_fused(f"blk.{parts[2]}.{layer_names[rest]}", t.float(), config))
+                continue
+            raise UnsupportedModelError(f"{folder}: tensor {name!r} in {f.name} is not part of the "
+                                        f"{config.architecture} layout sglite computes; it would be ignored")
     return out
 
 
 def load_config_and_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
     if path.is_dir():
-        return config_from_hf(path), weights_from_hf(path)
+        config = config_from_hf(path)
+        return config, weights_from_hf(path, config)
     from .gguf_loader import open_gguf
 
     f = open_gguf(str(path.resolve()))

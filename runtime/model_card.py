@@ -1,0 +1,42 @@
+"""One log line on load that says what was loaded: architecture, size, dtype, context, rope, chat template."""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from .config import ModelConfig
+
+logger = logging.getLogger("sglite.runtime")
+
+
+def rope_summary(config: ModelConfig) -> str:
+    parts = [f"theta={config.rope_theta:g}"]
+    if config.rotary_dim != config.head_dim:
+        parts.append(f"partial rotary {config.rotary_dim}/{config.head_dim} dims")
+    parts.append("no scaling" if config.rope_scaling is None else config.rope_scaling.describe())
+    return ", ".join(parts)
+
+
+def model_card(path: Path, config: ModelConfig, num_parameters: int, dtype: torch.dtype,
+               chat_template_source: str | None) -> str:
+    c = config
+    stored = f", stored as {c.checkpoint_dtype}" if c.checkpoint_dtype else ""
+    context = f"context {c.max_context}"
+    if c.context_limit_reason:
+        context += f" (capped: {c.context_limit_reason})"
+    elif c.sliding_window is not None:
+        context += f" (sliding_window={c.sliding_window} >= context, never reached)"
+    return (f"loaded {c.architecture} from {path}: {num_parameters / 1e6:.1f}M parameters, computing in "
+            f"{str(dtype).removeprefix('torch.')}{stored}; {context}; rope {rope_summary(c)}; "
+            f"chat template from {chat_template_source or 'nowhere (none found)'}")
+
+
+def log_model_card(path: Path, config: ModelConfig, weights: dict[str, torch.Tensor], dtype: torch.dtype,
+                   chat_template_source: str | None) -> None:
+    """Logs the card at INFO on the `sglite.runtime` logger. Counts parameters once: a tied output head is the
+    embedding, and tensors the config does not use (an output head it ties) are not counted."""
+    used = {k: t for k, t in weights.items() if not (k == "output.weight" and config.tie_word_embeddings)}
+    n = sum(t.numel() for t in used.values())
+    logger.info(model_card(path, config, n, dtype, chat_template_source))

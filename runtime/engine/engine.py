@@ -46,7 +46,7 @@ class Engine:
         self.max_context = min(cfg.max_context or mc.max_context, mc.max_context)
         pool_tokens = cfg.max_total_tokens
         if pool_tokens is None:
-            per_slot = 2 * mc.num_layers * mc.num_kv_heads * mc.head_dim * self.model.net.embed.element_size()
+            per_slot = 2 * mc.num_layers * mc.num_kv_heads * mc.head_dim * self.model.net.dtype.itemsize
             pool_tokens = min(cfg.max_running_requests * self.max_context, DEFAULT_KV_BYTES // per_slot)
         self.pool_tokens = pool_tokens
         self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,

@@ -1,0 +1,155 @@
+"""Linear layers in each weight format: one callable per projection, `y = layer(x)`.
+
+Formats (WEIGHT_FORMATS):
+    fp32  dense float32 weights, float32 activations: the reference, bit-for-bit the plain `F.linear`.
+    bf16  dense bfloat16 weights and activations.
+    int8  int8 weights, one scale per output channel (symmetric), bfloat16 activations.
+    int4  4-bit weights in groups of 32 along the input axis, a scale and a zero per group (asymmetric),
+          bfloat16 activations, for weights that already lie on such a grid: a GGUF Q4_0/Q4_1 tensor (blocks
+          of 32: w = d*q + m) requantizes to exactly its own d, m and q (bar bf16 rounding of d and m). Any
+          other weight (an 8-bit or float source, e.g. SmolLM2's Q8_0 embedding/head) would lose precision
+          in 4 bits and becomes int8 instead: int4 never costs fidelity beyond int8's.
+
+Every layer maps x [T, in] in its activation dtype to [T, out] in the same dtype. `SizedLinear` holds two
+formats of one weight and picks one by T, so decode (few rows, bound by reading weights) and prefill (many
+rows, bound by arithmetic) can each use their fastest format.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+import torch.nn.functional as F
+
+WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
+INT4_GROUP = 32
+
+
+def activation_dtype(fmt: str) -> torch.dtype:
+    """The dtype activations (and the KV cache) use beside weights of format `fmt`."""
+    return torch.float32 if fmt == "fp32" else torch.bfloat16
+
+
+class Linear(Protocol):
+    in_features: int
+    out_features: int
+    dtype: torch.dtype        # activation dtype in and out
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+
+class DenseLinear:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        self.weight = weight.contiguous()           # [out, in]
+        self.bias = bias
+        self.out_features, self.in_features = weight.shape
+        self.dtype = weight.dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+    @property
+    def nbytes(self) -> int:
+        return self.weight.numel() * self.weight.element_size()
+
+
+class Int8Linear:
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None):
+        w = weight.float()
+        scales = (w.abs().amax(dim=1) / 127.0).clamp(min=1e-12)                 # [out]
+        self.qweight = torch.round(w / scales[:, None]).clamp(-127, 127).to(torch.int8).contiguous()
+        self.scales = scales.to(torch.bfloat16)
+        self.bias = None if bias is None else bias.to(torch.bfloat16)
+        self.out_features, self.in_features = weight.shape
+        self.dtype = torch.bfloat16
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch._weight_int8pack_mm(x, self.qweight, self.scales)
+        return y if self.bias is None else y + self.bias
+
+    @property
+    def nbytes(self) -> int:
+        return self.qweight.numel() + 2 * self.scales.numel()
+
+
+def int4_grid(weight: torch.Tensor, group: int = INT4_GROUP, tolerance: float = 0.01):
+    """(q [out, in] int32 in 0..15, scale [out, groups], lo [out, groups]) with weight ~= q * scale + lo per
+    group of `group` inputs, or None when some weight lies off that grid by more than `tolerance` steps
+    (the weight was not 4-bit to begin with)."""
+    out_f, in_f = weight.shape
+    if in_f % group or out_f % 8:                    # shapes torch's packed int4 kernel cannot take
+        return None
+    w = weight.float().view(out_f, in_f // group, group)
+    lo, hi = w.amin(dim=-1), w.amax(dim=-1)                                       # [out, groups]
+    scale = ((hi - lo) / 15.0).clamp(min=1e-12)
+    steps = (w - lo[..., None]) / scale[..., None]
+    q = torch.round(steps)
+    if (steps - q).abs().max() > tolerance:
+        return None
+    return q.clamp(0, 15).to(torch.int32).view(out_f, in_f), scale, lo
+
+
+class Int4Linear:
+    def __init__(self, grid: tuple[torch.Tensor, torch.Tensor, torch.Tensor], bias: torch.Tensor | None = None,
+                 group: int = INT4_GROUP):
+        q, scale, lo = grid                                                       # from int4_grid()
+        out_f, in_f = q.shape
+        self.packed = torch._convert_weight_to_int4pack_for_cpu(q, 1)              # [out, in/2] uint8
+        # torch's int4 matmul computes w = (q - 8) * scale + zero; ours is w = q * scale + lo
+        self.scales_zeros = torch.stack([scale, lo + 8 * scale], dim=-1).transpose(0, 1).contiguous().to(
+            torch.bfloat16)                                                         # [groups, out, 2]
+        self.group = group
+        self.bias = None if bias is None else bias.to(torch.bfloat16)
+        self.out_features, self.in_features = out_f, in_f
+        self.dtype = torch.bfloat16
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch._weight_int4pack_mm_for_cpu(x, self.packed, self.group, self.scales_zeros)
+        return y if self.bias is None else y + self.bias
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.numel() + 2 * self.scales_zeros.numel()
+
+
+class SizedLinear:
+    """Two formats of one weight (same activation dtype): `small` for passes of at most `max_small_rows` rows
+    (decode), `large` for the rest (prefill)."""
+
+    def __init__(self, small: Linear, large: Linear, max_small_rows: int):
+        if small.dtype != large.dtype:
+            raise ValueError(f"SizedLinear formats disagree on activation dtype: {small.dtype} vs {large.dtype}")
+        self.small, self.large, self.max_small_rows = small, large, max_small_rows
+        self.in_features, self.out_features, self.dtype = small.in_features, small.out_features, small.dtype
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.small if x.shape[0] <= self.max_small_rows else self.large)(x)
+
+    @property
+    def nbytes(self) -> int:
+        return self.small.nbytes + self.large.nbytes
+
+
+def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear:
+    """weight [out, in] (any float dtype) in format `fmt`."""
+    if fmt == "fp32":
+        return DenseLinear(weight.float(), None if bias is None else bias.float())
+    if fmt == "bf16":
+        return DenseLinear(weight.to(torch.bfloat16), None if bias is None else bias.to(torch.bfloat16))
+    if fmt == "int8":
+        return Int8Linear(weight, bias)
+    if fmt == "int4":
+        grid = int4_grid(weight)
+        return Int8Linear(weight, bias) if grid is None else Int4Linear(grid, bias)
+    raise ValueError(f"unknown weight format {fmt!r}; choose one of {WEIGHT_FORMATS}")
+
+
+def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt: str, large_fmt: str,
+                      max_small_rows: int) -> Linear:
+    """One format when both agree, else a SizedLinear over the two."""
+    if small_fmt == large_fmt:
+        return make_linear(weight, bias, small_fmt)
+    return SizedLinear(make_linear(weight, bias, small_fmt), make_linear(weight, bias, large_fmt), max_small_rows)

@@ -1,0 +1,188 @@
+"""Which weight format a model runs in: `WeightPlan`, and `choose_weight_plan`, which measures this machine.
+
+A plan names a format for small passes (decode: few rows, bound by reading the weights) and one for large passes
+(prefill: many rows, bound by arithmetic). `"auto"` checks the CPU's features and times matmuls of the model's
+own shapes in each format (about two seconds), once per machine, thread count and model shape: the result is
+cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans.json`. Nothing is assumed from flags
+alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .linear import WEIGHT_FORMATS, activation_dtype, make_linear
+
+log = logging.getLogger("sglite.runtime")
+
+# Formats that pass the fidelity gate on the default model (tests/runtime/test_fidelity.py: teacher-forced
+# top-1 agreement with fp32 >= 98%, mean KL <= 0.01 nats); "auto" picks only among these.
+GATED_FORMATS = ("fp32", "bf16", "int8", "int4")
+BENCH_ROWS = (1, 8, 32, 128)   # pass sizes the measurement times
+
+
+@dataclass(frozen=True)
+class WeightPlan:
+    small: str = "fp32"          # format for passes of at most max_small_rows rows
+    large: str = "fp32"          # format for larger passes
+    max_small_rows: int = 16
+
+    def __post_init__(self) -> None:
+        for key in ("small", "large"):
+            if getattr(self, key) not in WEIGHT_FORMATS:
+                raise ValueError(f"WeightPlan.{key} must be one of {WEIGHT_FORMATS}, got {getattr(self, key)!r}")
+        if activation_dtype(self.small) != activation_dtype(self.large):
+            raise ValueError(f"weight formats {self.small!r} and {self.large!r} need different activation "
+                             "dtypes; fp32 pairs only with fp32")
+        if self.max_small_rows < 1:
+            raise ValueError(f"WeightPlan.max_small_rows must be >= 1, got {self.max_small_rows}")
+
+    @property
+    def act_dtype(self) -> torch.dtype:
+        return activation_dtype(self.small)
+
+    @classmethod
+    def parse(cls, spec: "str | WeightPlan") -> "WeightPlan":
+        """'int4' (one format) or 'int4+bf16' (small passes + large passes)."""
+        if isinstance(spec, WeightPlan):
+            return spec
+        if not isinstance(spec, str) or not spec:
+            raise ValueError(f"weights must be 'auto', one of {WEIGHT_FORMATS}, or 'SMALL+LARGE' such as "
+                             f"'int4+bf16'; got {spec!r}")
+        small, _, large = spec.partition("+")
+        for fmt in (small, large or small):
+            if fmt not in WEIGHT_FORMATS:
+                raise ValueError(f"unknown weight format {fmt!r} in weights={spec!r}; choose 'auto', one of "
+                                 f"{WEIGHT_FORMATS}, or 'SMALL+LARGE' such as 'int4+bf16'")
+        return cls(small, large or small)
+
+    def __str__(self) -> str:
+        return self.small if self.small == self.large else f"{self.small}+{self.large}"
+
+
+def cpu_flags() -> list[str]:
+    """The CPU features that decide which formats can be fast (from /proc/cpuinfo; empty elsewhere)."""
+    wanted = ("avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "avx512_fp16", "amx_bf16", "amx_int8",
+              "avx_vnni")
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            have = set(line.split(":", 1)[1].split())
+            return [f for f in wanted if f in have]
+    return []
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _cache_path() -> Path:
+    return Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "weight_plans.json"
+
+
+def _time_format(fmt: str, shapes: list[tuple[int, int]], rows: tuple[int, ...], budget_s: float) -> dict[int, float]:
+    """Seconds per parameter-pass of `fmt` at each row count, over distinct random matrices of `shapes`
+    (enough of them that they do not all sit in cache, as a real model's weights do not)."""
+    g = torch.Generator().manual_seed(0)
+
+    def on_int4_grid(o: int, i: int) -> torch.Tensor:   # as a Q4_1 tensor is, so int4 stays int4
+        q = torch.randint(0, 16, (o, i), generator=g)
+        q[:, 0::32], q[:, 1::32] = 0, 15
+        return q * 0.01 - 0.08
+
+    layers = [make_linear(on_int4_grid(o, i), None, fmt) for o, i in shapes]
+    n_params = sum(o * i for o, i in shapes)
+    act = activation_dtype(fmt)
+    out = {}
+    for m in rows:
+        xs = {i: torch.randn(m, i, generator=g).to(act) for _, i in shapes}
+        for layer in layers:                                    # warm-up
+            layer(xs[layer.in_features])
+        reps, t0 = 0, time.perf_counter()
+        while True:
+            for layer in layers:
+                layer(xs[layer.in_features])
+            reps += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed > budget_s or reps >= 20:
+                break
+        out[m] = elapsed / reps / n_params
+    return out
+
+
+def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[WeightPlan, dict]:
+    """Time every gated format on this machine for the model's shapes; the fastest per pass size wins."""
+    per_layer = [(2 * intermediate, hidden), (hidden, intermediate), (hidden, hidden)]
+    layer_params = sum(o * i for o, i in per_layer)
+    copies = max(1, min(8, (48 << 20) // (4 * layer_params)))     # ~48 MB of fp32 weights
+    shapes = per_layer * copies + [(min(vocab, 16384), hidden)]
+    with torch.inference_mode():
+        times = {fmt: _time_format(fmt, shapes, BENCH_ROWS, budget_s=0.12) for fmt in GATED_FORMATS}
+    best = {m: min(GATED_FORMATS, key=lambda f: times[f][m]) for m in BENCH_ROWS}
+    small = best[1]
+    # the large format must share the small one's activation dtype; fp32 pairs only with itself
+    family = [f for f in GATED_FORMATS if activation_dtype(f) == activation_dtype(small)]
+    large = min(family, key=lambda f: times[f][BENCH_ROWS[-1]])
+    max_small = 1
+    for m in BENCH_ROWS:
+        if times[small][m] <= times[large][m]:
+            max_small = m
+        else:
+            break
+    plan = WeightPlan(small, large, max_small)
+    report = {fmt: {str(m): round(t * 1e12, 1) for m, t in ts.items()} for fmt, ts in times.items()}
+    return plan, report   # report: picoseconds per weight per pass, by format and rows
+
+
+def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, intermediate: int, vocab: int,
+                       ) -> WeightPlan:
+    """The plan for `spec` ('auto', a format, or 'SMALL+LARGE') on `device`."""
+    dev = torch.device(device)
+    if spec != "auto":
+        plan = WeightPlan.parse(spec)
+        if dev.type != "cpu" and {plan.small, plan.large} & {"int8", "int4"}:
+            raise ValueError(f"weights={spec!r}: int8 and int4 weights run on the CPU only; on {dev.type} use "
+                             "'fp32' or 'bf16'")
+        return plan
+    if dev.type != "cpu":
+        return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference
+    key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
+                    f"{hidden}x{intermediate}x{vocab}"])
+    path = _cache_path()
+    try:
+        cache = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cache = {}
+    if key in cache:
+        c = cache[key]
+        return WeightPlan(c["small"], c["large"], c["max_small_rows"])
+    t0 = time.perf_counter()
+    plan, report = measure_weight_plan(hidden, intermediate, vocab)
+    log.info("weights auto: chose %s (int rows <= %d use %s) in %.1f s; ps/weight by format and rows: %s",
+             plan, plan.max_small_rows, plan.small, time.perf_counter() - t0, report)
+    cache[key] = {"small": plan.small, "large": plan.large, "max_small_rows": plan.max_small_rows,
+                  "flags": cpu_flags(), "ps_per_weight": report}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(cache, indent=1))
+        tmp.replace(path)
+    except OSError as e:
+        log.warning("could not cache the weight plan in %s: %s", path, e)
+    return plan

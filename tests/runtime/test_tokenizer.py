@@ -70,3 +70,27 @@ def test_matches_transformers_tokenizer(tokenizer):
     messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}]
     assert tokenizer.apply_chat_template(messages) == ref.apply_chat_template(
         messages, tokenize=False, add_generation_prompt=True)
+
+
+def _folder_with(tmp_path, tokenizer, tokenizer_config: dict, jinja: str | None = None):
+    import json
+
+    tokenizer.hf.save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", **tokenizer_config}))
+    if jinja is not None:
+        (tmp_path / "chat_template.jinja").write_text(jinja)
+    from sglite.runtime.tokenizer import _tokenizer_from_folder
+    return _tokenizer_from_folder(tmp_path)
+
+
+@pytest.mark.parametrize("tokenizer_config, jinja, template, source", [
+    ({"chat_template": "A"}, None, "A", "tokenizer_config.json"),
+    ({"chat_template": "A"}, "B", "B", "chat_template.jinja"),   # transformers: the .jinja file wins
+    ({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]}, None,
+     "D", "tokenizer_config.json (chat_template 'default')"),
+    ({}, None, None, None),
+])
+def test_folder_chat_template_source(tmp_path, tokenizer, tokenizer_config, jinja, template, source):
+    tok = _folder_with(tmp_path, tokenizer, tokenizer_config, jinja)
+    assert (tok.chat_template, tok.chat_template_source) == (template, source)

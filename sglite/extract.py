@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--model", default=None, help="model path for the in-process engine (default model if unset)")
     ap.add_argument("--url", default=None, help="use a running sglite server instead of an in-process engine")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
+    ap.add_argument("--weights", default="auto",
+                    help="weight format: auto (measured on this machine), fp32, bf16, int8, int4, int4+bf16")
+    ap.add_argument("--num-threads", type=int, default=None, help="CPU: torch threads (default: one per core)")
     ap.add_argument("--max-tokens", type=int, default=512)
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--limit", type=int, default=None, help="only the first N documents")
@@ -105,7 +108,7 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
             import torch
             device = "cuda" if torch.cuda.is_available() else "cpu"
         print(f"loading model on {device} ...", file=sys.stderr)
-        backend = Runtime(args.model, device=device)
+        backend = Runtime(args.model, device=device, weights=args.weights, num_threads=args.num_threads)
     schema_json = json.dumps(schema if args.allow_extra_keys else closed_schema(schema))
     t0 = time.perf_counter()
     try:

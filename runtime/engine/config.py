@@ -22,6 +22,9 @@ class EngineConfig:
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
     num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
                                           # one per core; fewer when other busy processes share the cores)
+    weights: str = "auto"                 # weight format: "auto" (measured per machine; a Model passed in keeps
+                                          # its own), "fp32" | "bf16" | "int8" | "int4", or "int4+bf16"
+                                          # (decode passes + prefill passes); see runtime/weight_plan.py
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread
@@ -53,6 +56,9 @@ class EngineConfig:
             raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
         if self.json_property_order not in ("schema", "any"):
             raise bad("json_property_order", "must be 'schema' or 'any'")
+        if self.weights != "auto":
+            from ..weight_plan import WeightPlan
+            WeightPlan.parse(self.weights)   # raises ValueError naming the bad format
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
 

@@ -34,12 +34,20 @@ DEFAULT_KV_BYTES = 2 << 30  # default pool size when max_total_tokens is None
 class Engine:
     def __init__(self, model: Any = None, **options: Any):
         from ..model import Model, load_model
+        from ..weight_plan import WeightPlan
 
         self.config = cfg = EngineConfig.from_kwargs(**options)
         if cfg.num_threads is not None:
             torch.set_num_threads(cfg.num_threads)
-        self.model = model if isinstance(model, Model) else load_model(
-            model, device=cfg.device, attention_backend=cfg.attention_backend)
+        if isinstance(model, Model):
+            if cfg.weights != "auto" and str(model.net.plan) != str(WeightPlan.parse(cfg.weights)):
+                raise ValueError(f"Engine(weights={cfg.weights!r}) was given a Model loaded with weights "
+                                 f"{str(model.net.plan)!r}; load it with load_model(weights={cfg.weights!r}) or "
+                                 "pass the model path instead")
+            self.model = model
+        else:
+            self.model = load_model(model, device=cfg.device, attention_backend=cfg.attention_backend,
+                                    weights=cfg.weights)
         self.tokenizer = self.model.tokenizer
         device = str(self.model.net.device)  # a passed-in Model decides the device
         mc = self.model.config

@@ -27,6 +27,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--json-whitespace", "json_whitespace", str, "JSON-schema outputs: 'compact' or 'any' whitespace"),
     ("--json-property-order", "json_property_order", str,
      "JSON-schema outputs: named properties in 'schema' order (forced keys) or in 'any' order"),
+    ("--weights", "weights", str,
+     "weight format: 'auto' (measured on this machine), 'fp32', 'bf16', 'int8', 'int4' or 'int4+bf16'"),
     ("--num-threads", "num_threads", int, "CPU: torch threads (default: one per core; use fewer on a shared machine)"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
@@ -85,9 +87,11 @@ def load_engine(args: argparse.Namespace) -> tuple[Any, ModelInfo]:
         from sglite.runtime.model import load_model
         from sglite.runtime.model_source import resolve_model_path
         path = tokenizer_path = str(resolve_model_path(args.model))
-        kw = {"dtype": getattr(torch, args.dtype)} if args.dtype else {}
+        kw = {"dtype": getattr(torch, args.dtype)} if args.dtype else {"weights": options.pop("weights", "auto")}
         if args.device:
             kw["device"] = args.device
+        if options.get("num_threads"):
+            torch.set_num_threads(options["num_threads"])   # before 'auto' weights time this machine
         model = load_model(path, **kw)
     engine = Engine(model=model, background=True, **options)
     return engine, ModelInfo.from_engine(engine, name=args.served_model_name, path=path, tokenizer_path=tokenizer_path)

@@ -54,7 +54,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 echo "== configuring $LLAMA_DIR -> $BUILD_DIR/$name"
 cmake -S "$LLAMA_DIR" -B "$BUILD_DIR/$name" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON \
+    -DGGML_NATIVE=ON -DGGML_CCACHE=OFF \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \

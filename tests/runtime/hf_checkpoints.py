@@ -56,8 +56,6 @@ VARIANTS = [
     Variant("llama-dynamic", "LlamaConfig", rope(10000.0, rope_type="dynamic", factor=2.0)),
     Variant("llama-llama3", "LlamaConfig", rope(50000.0, rope_type="llama3", factor=8.0, low_freq_factor=1.0,
                                                 high_freq_factor=4.0, original_max_position_embeddings=64)),
-    Variant("llama-yarn", "LlamaConfig", rope(10000.0, rope_type="yarn", factor=4.0,
-                                              original_max_position_embeddings=128)),
     Variant("llama-yarn-mscale-legacy", "LlamaConfig",
             rope(10000.0, rope_type="yarn", factor=4.0, original_max_position_embeddings=128, mscale=0.707,
                  mscale_all_dim=1.0, beta_fast=16, beta_slow=2), edit=legacy_scaling),

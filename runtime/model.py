@@ -221,5 +221,5 @@ def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
     net = LlamaModel(config, tensors, device=device, dtype=dtype, plan=plan)
     weights = tensors
     tokenizer = load_tokenizer(path)
-    log_model_card(path, config, weights, dtype, tokenizer.chat_template_source)
+    log_model_card(path, config, weights, net, tokenizer.chat_template_source)
     return Model(net, tokenizer, attention_backend)

@@ -19,8 +19,9 @@ def rope_summary(config: ModelConfig) -> str:
     return ", ".join(parts)
 
 
-def model_card(path: Path, config: ModelConfig, num_parameters: int, dtype: torch.dtype,
+def model_card(path: Path, config: ModelConfig, num_parameters: int, compute: str,
                chat_template_source: str | None) -> str:
+    """compute: how the forward pass runs, e.g. 'float32' or 'int8 weights, bfloat16 activations'."""
     c = config
     stored = f", stored as {c.checkpoint_dtype}" if c.checkpoint_dtype else ""
     context = f"context {c.max_context}"
@@ -29,14 +30,24 @@ def model_card(path: Path, config: ModelConfig, num_parameters: int, dtype: torc
     elif c.sliding_window is not None:
         context += f" (sliding_window={c.sliding_window} >= context, never reached)"
     return (f"loaded {c.architecture} from {path}: {num_parameters / 1e6:.1f}M parameters, computing in "
-            f"{str(dtype).removeprefix('torch.')}{stored}; {context}; rope {rope_summary(c)}; "
+            f"{compute}{stored}; {context}; rope {rope_summary(c)}; "
             f"chat template from {chat_template_source or 'nowhere (none found)'}")
 
 
-def log_model_card(path: Path, config: ModelConfig, weights: dict[str, torch.Tensor], dtype: torch.dtype,
+def compute_summary(net) -> str:
+    """'float32', or the weight plan and activation dtype of a LlamaModel that quantizes its projections."""
+    dtype = str(net.dtype).removeprefix("torch.")
+    plan = getattr(net, "plan", None)
+    formats = sorted({plan.small, plan.large}) if plan is not None else []
+    if not formats or formats == ["fp32"]:
+        return dtype
+    return f"{'+'.join(formats)} weights, {dtype} activations"
+
+
+def log_model_card(path: Path, config: ModelConfig, weights: dict[str, torch.Tensor], net,
                    chat_template_source: str | None) -> None:
     """Logs the card at INFO on the `sglite.runtime` logger. Counts parameters once: a tied output head is the
-    embedding, and tensors the config does not use (an output head it ties) are not counted."""
+    embedding, so an output.weight the config ties is not counted."""
     used = {k: t for k, t in weights.items() if not (k == "output.weight" and config.tie_word_embeddings)}
     n = sum(t.numel() for t in used.values())
-    logger.info(model_card(path, config, n, dtype, chat_template_source))
+    logger.info(model_card(path, config, n, compute_summary(net), chat_template_source))

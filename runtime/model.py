@@ -140,24 +140,27 @@ class LlamaModel:
         for i, L in enumerate(self.layers):
             x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps).to(act)
             qkv = L.qkv(x)                                               # [T, q + 2kv]
-            q, k, v = qkv.split([c.q_size, c.kv_size, c.kv_size], dim=-1)
-            q, k = q.view(T, c.num_heads, c.head_dim), k.view(T, c.num_kv_heads, c.head_dim)
-            if L.q_norm is not None:                                     # Qwen3: per-head RMSNorm, pre-rotary
-                q, k = F.rms_norm(q, (c.head_dim,), L.q_norm, eps), F.rms_norm(k, (c.head_dim,), L.k_norm, eps)
-            q = self._rotary(q, cos, sin).to(act)                        # rotary in float32
-            k = self._rotary(k, cos, sin).to(act)
-            v = v.reshape(T, c.num_kv_heads, c.head_dim)
+            if L.q_norm is None:                                         # Q and K heads rotate in one go
+                qk = qkv[:, :c.q_size + c.kv_size].view(T, c.num_heads + c.num_kv_heads, c.head_dim)
+                qk = self._rotary(qk, cos, sin).to(act)                  # rotary in float32
+                q, k = qk[:, :c.num_heads], qk[:, c.num_heads:]
+            else:                                                        # Qwen3: per-head RMSNorm, pre-rotary
+                q, k = qkv[:, :c.q_size].view(T, c.num_heads, c.head_dim), qkv[:, c.q_size:c.q_size + c.kv_size]
+                q = F.rms_norm(q, (c.head_dim,), L.q_norm, eps)
+                k = F.rms_norm(k.view(T, c.num_kv_heads, c.head_dim), (c.head_dim,), L.k_norm, eps)
+                q, k = self._rotary(q, cos, sin).to(act), self._rotary(k, cos, sin).to(act)
+            v = qkv[:, c.q_size + c.kv_size:].view(T, c.num_kv_heads, c.head_dim)
             o = attn.forward(q, k, v, i, fb, self.scale)                 # [T, Hq, D]
-            a = L.o(o.reshape(T, c.q_size)).float()
+            a = L.o(o.reshape(T, c.q_size))
             if L.post_attn_norm is not None:                             # Gemma 2
-                a = F.rms_norm(a, (c.hidden_size,), L.post_attn_norm, eps)
-            h = h + a
+                a = F.rms_norm(a.float(), (c.hidden_size,), L.post_attn_norm, eps)
+            h += a                                                       # float32 residual (a widens exactly)
             x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps).to(act)
             gate, up = L.gate_up(x).chunk(2, dim=-1)
-            m = L.down(self.act(gate) * up).float()
+            m = L.down(self.act(gate) * up)
             if L.post_ffn_norm is not None:                              # Gemma 2
-                m = F.rms_norm(m, (c.hidden_size,), L.post_ffn_norm, eps)
-            h = h + m
+                m = F.rms_norm(m.float(), (c.hidden_size,), L.post_ffn_norm, eps)
+            h += m
         h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps).to(act)
         logits = self.head(h).float()
         if c.final_logit_softcapping is not None:                       # Gemma 2: cap * tanh(logits / cap)

@@ -2,7 +2,9 @@
 against.
 
 A batch splits into two groups so that no request pays for another's length:
-- decode requests (one new token each) are gathered into one padded [B, L] batch: one SDPA call per layer;
+- decode requests (one new token each): on the CPU, when numba is installed, one call of the paged decode
+  kernel (kernels/decode_attention_cpu.py), which reads K/V where they lie in the pool; otherwise they are
+  gathered into one padded [B, L] batch for one SDPA call per layer. The choice is made once, at construction;
 - extend requests (prefill chunks, jump-forward runs) each get their own SDPA call with a causal mask offset by
   their cached prefix, so a 1,000-token prefill in a mixed step does not pad every decode row to 1,000 queries.
 """
@@ -28,19 +30,41 @@ class ExtendRun:
 @dataclass
 class TorchAttentionMetadata:
     decode_rows: torch.Tensor | None   # [Bd] int64 rows of [T] that are single-token decodes
-    decode_slots: torch.Tensor | None  # [Bd, Lmax] int64 (padding -> slot 0)
-    decode_mask: torch.Tensor | None   # [Bd, 1, 1, Lmax] bool, True for real keys
+    decode_slots: torch.Tensor | None  # [Bd, Lmax] int64 (padding -> slot 0); SDPA path only
+    decode_mask: torch.Tensor | None   # [Bd, 1, 1, Lmax] bool, True for real keys; SDPA path only
     extends: list[ExtendRun] = field(default_factory=list)
+    decode_req_rows: torch.Tensor | None = None   # [Bd] int64 req_to_token rows; paged-kernel path only
+    decode_seq_lens: torch.Tensor | None = None   # [Bd] int64
 
 
 class TorchAttentionBackend(AttentionBackend):
+    def __init__(self, kv_pool, paged_decode: bool | None = None):
+        """paged_decode: use the CPU paged decode kernel (None: when the pool is on the CPU and numba is
+        installed)."""
+        super().__init__(kv_pool)
+        from sglite.kernels import decode_attention_cpu
+
+        on_cpu = kv_pool.k_buffer.device.type == "cpu"
+        if paged_decode is None:
+            paged_decode = on_cpu and decode_attention_cpu.available()
+        self.paged_decode = decode_attention_cpu.decode_attention_cpu if paged_decode else None
+        if paged_decode:
+            import numba
+            numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         device = fb.input_ids.device
         table = fb.req_to_token
         rows_cpu = fb.req_pool_indices.tolist()
         decode_b = [b for b, e in enumerate(fb.extend_lens_cpu) if e == 1]
         meta = TorchAttentionMetadata(None, None, None)
-        if decode_b:
+        if decode_b and self.paged_decode is not None:
+            starts = torch.tensor(fb.extend_lens_cpu, device=device).cumsum(0) - torch.tensor(
+                fb.extend_lens_cpu, device=device)
+            meta.decode_rows = starts[decode_b]
+            meta.decode_req_rows = fb.req_pool_indices[decode_b]
+            meta.decode_seq_lens = torch.tensor([fb.seq_lens_cpu[b] for b in decode_b], device=device)
+        elif decode_b:
             seq = torch.tensor([fb.seq_lens_cpu[b] for b in decode_b], device=device)
             L = int(seq.max())
             req_rows = fb.req_pool_indices[decode_b]
@@ -69,18 +93,19 @@ class TorchAttentionBackend(AttentionBackend):
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
         k_buf.index_copy_(0, fb.out_cache_loc, k)
         v_buf.index_copy_(0, fb.out_cache_loc, v)
-        # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the
-        # row, and padding writes may have left anything there
-        k_buf[0] = 0
-        v_buf[0] = 0
         m: TorchAttentionMetadata = fb.attn_metadata
+        if m.decode_slots is not None:
+            # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison
+            # the row, and padding writes may have left anything there
+            k_buf[0] = 0
+            v_buf[0] = 0
         T, Hq, D = q.shape
         gqa = Hq != k.shape[1]
         if m.decode_rows is not None and len(m.extends) == 0:
-            return self._decode(q, k_buf, v_buf, m, scale, gqa)              # pure decode: rows are [T] in order
+            return self._decode(q, k_buf, v_buf, m, scale, gqa, fb)          # pure decode: rows are [T] in order
         out = torch.empty_like(q)
         if m.decode_rows is not None:
-            out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa)
+            out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa, fb)
         for run in m.extends:
             qs = q[run.start:run.start + run.length].transpose(0, 1)[None]    # [1, Hq, E, D]
             keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
@@ -90,9 +115,12 @@ class TorchAttentionBackend(AttentionBackend):
             out[run.start:run.start + run.length] = o[0].transpose(0, 1)
         return out
 
-    @staticmethod
-    def _decode(q, k_buf, v_buf, m: TorchAttentionMetadata, scale: float, gqa: bool) -> torch.Tensor:
+    def _decode(self, q, k_buf, v_buf, m: TorchAttentionMetadata, scale: float, gqa: bool,
+                fb: ForwardBatch) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
+        if self.paged_decode is not None:
+            return self.paged_decode(q, k_buf, v_buf, fb.req_to_token, m.decode_req_rows, m.decode_seq_lens,
+                                     scale)
         shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
         keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
         values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)

@@ -6,7 +6,7 @@ family's transformers defaults (tests/runtime/test_hf_config.py checks both agai
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .config import ModelConfig, UnsupportedModelError
@@ -34,7 +34,7 @@ MULTIMODAL_KEYS = ("vision_config", "audio_config", "text_config", "image_token_
 @dataclass(frozen=True)
 class Family:
     """How one transformers model_type reads its config. `defaults` are transformers' class defaults for the
-    keys that change the math (tested); `keys` is every key we honour beyond the common ones."""
+    keys that change the math (tested against the installed transformers)."""
     architecture: str
     defaults: dict[str, Any]
     qkv_bias: str              # "attention_bias" (key decides), "always" or "never"
@@ -44,7 +44,6 @@ class Family:
     window: str = "none"       # "none", "all" (sliding_window on every layer), "layer_types" (per layer)
     partial_rotary: bool = False
     rope_types: tuple[str, ...] = ("default",) + SCALED_ROPE_TYPES
-    extra_keys: frozenset = field(default_factory=frozenset)
 
 
 _COMMON = {"head_dim": None, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6, "tie_word_embeddings": False,

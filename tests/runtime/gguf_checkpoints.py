@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 
 import numpy as np
-import torch
 
 SPM_CORPUS = [
     "Hello world, this is a test.",

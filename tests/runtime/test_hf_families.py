@@ -7,14 +7,13 @@ import dataclasses
 import logging
 
 import pytest
-import torch
 
 from sglite.runtime.model import LlamaModel, Model, load_model
 from sglite.runtime.weights import load_config_and_weights
 
-from .paged import PagedRunner
 from .hf_checkpoints import (FAMILIES, PROMPT, VARIANTS, load_reference, reference_greedy, reference_logits,
                              write_checkpoint)
+from .paged import PagedRunner
 
 GREEDY_TOKENS = 16
 

@@ -1,6 +1,7 @@
 """Field accuracy of extracted financial-report records against human gold values.
 
     from accuracy import load_gold, score, score_job, print_accuracy_table   # bench/ on sys.path
+    python bench/accuracy.py DUMP.jsonl    # rescore a `bench/vs_llamacpp.py --dump` file with the rules below
 
 Gold values live in `examples/data/reports_gold.jsonl`, one object per report id with the seven fields that have
 one objective answer (`GOLD_FIELDS`); `guidance` and `risks` are free text and are not scored. A gold value of
@@ -19,10 +20,11 @@ Matching rules (strict but fair; each is one function below):
   are read as 20xx, and the Chinese forms 2024年第三季度 / 2024年三季度 / 2024年上半年 / 2024年半年度 are
   understood. Anything that does not parse must equal the gold string after the same clean-up. The part and the
   year must both match: a calendar "Q4 2024" for fiscal "Q2 FY2025" is wrong.
-- company: Unicode NFKC, case-folded, split into words (punctuation and spaces dropped), a leading "The" and
-  trailing legal-form words (Inc, Incorporated, Corp, Corporation, Co, Company, Ltd, Limited, plc, LLC, ASA, AG,
-  SA, NV) removed, then one Chinese legal-form ending (股份有限公司, 有限责任公司, 有限公司, 公司) removed, on both
-  sides; so "Northwind Robotics" = "Northwind Robotics, Inc." and "白鹭物流" = "白鹭物流股份有限公司". Words such as Group, Holdings, Bancorp or 集团 are part of the name and
+- company: Unicode NFKC, case-folded, a trailing parenthesis dropped ("Vantage Air Holdings (EUR)": the text's
+  own annotation copied along), split into words (punctuation and spaces dropped), a leading "The" and trailing
+  legal-form words (Inc, Incorporated, Corp, Corporation, Co, Company, Ltd, Limited, plc, LLC, ASA, AG, SA, NV)
+  removed, then one Chinese legal-form ending (股份有限公司, 有限责任公司, 有限公司, 公司, or the short 股份)
+  removed, on both sides; so "Northwind Robotics" = "Northwind Robotics, Inc." and "白鹭物流" = "白鹭物流股份有限公司". Words such as Group, Holdings, Bancorp or 集团 are part of the name and
   must be there; a translated name is wrong.
 """
 from __future__ import annotations
@@ -41,7 +43,7 @@ REL_TOL, ABS_TOL = 0.005, 0.005
 
 LEGAL_SUFFIXES = {"incorporated", "inc", "corporation", "corp", "company", "co", "limited", "ltd", "plc", "llc",
                   "asa", "ag", "sa", "nv"}                    # whole words at the end of a Latin-script name
-CJK_LEGAL_SUFFIXES = ("股份有限公司", "有限责任公司", "有限公司", "公司")   # string endings
+CJK_LEGAL_SUFFIXES = ("股份有限公司", "有限责任公司", "有限公司", "公司", "股份")   # string endings
 CN_NUMERALS = {"一": 1, "二": 2, "三": 3, "四": 4}
 
 
@@ -60,7 +62,9 @@ def number_matches(value: Any, gold: float) -> bool:
 
 
 def normalize_company(name: str) -> str:
-    words = re.findall(r"\w+", unicodedata.normalize("NFKC", name).casefold())
+    name = unicodedata.normalize("NFKC", name).casefold()
+    name = re.sub(r"\s*\([^()]*\)\s*$", "", name) or name   # "Kestrel Mining Limited (AUD)"
+    words = re.findall(r"\w+", name)
     if len(words) > 1 and words[0] == "the":
         words = words[1:]
     while len(words) > 1 and words[-1] in LEGAL_SUFFIXES:   # "Co., Ltd.": strip repeatedly, never to nothing
@@ -160,3 +164,23 @@ def print_accuracy_table(systems: dict[str, dict[str, tuple[int, int]]]) -> None
             cells.append(f"{c}/{n} ({c / n:.0%})" if n else "–")
         label = f"**{field}**" if field == "total" else field
         print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Rescore the records of a `vs_llamacpp.py --dump` file (lines of {"system", "id", "record"})."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="rescore a bench/vs_llamacpp.py --dump file against the gold values")
+    ap.add_argument("dump", type=Path)
+    args = ap.parse_args(argv)
+    by_system: dict[str, dict[str, dict | None]] = {}
+    with open(args.dump, encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            by_system.setdefault(row["system"], {})[row["id"]] = row["record"]
+    gold = load_gold()
+    print_accuracy_table({name: score_job(records, gold) for name, records in by_system.items()})
+
+
+if __name__ == "__main__":
+    main()

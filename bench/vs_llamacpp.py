@@ -351,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llama.cpp: {version.read_text().strip() if version.exists() else args.llamacpp_bin}")
     for note in notes:
         print(f"note: {note}")
+    load = os.getloadavg()[0]
+    print(f"load average before the run: {load:.2f}")
+    if load > 0.5:
+        print("note: other processes are using the CPU; llama.cpp's threads spin at each barrier and lose the "
+              "most when a core is taken (compare `llama-bench -t 1,2`), so rerun on a quiet machine to compare")
 
     ours: dict[str, Any] = {}
     theirs: dict[str, Any] = {}
@@ -399,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
                  ("main job, outputs valid", f"{job_t.valid}/{len(docs)}" if job_t else "–",
                   f"{job_o.valid}/{len(docs)}", ""),
                  ("main job, gold fields right", acc.get("llama.cpp", "–"), acc["sglite"], "")]
-    print()
+    print(f"\nload average after the run: {os.getloadavg()[0]:.2f}\n")
     print_report(rows)
     if "job" in parts:
         print("\nfield accuracy against examples/data/reports_gold.jsonl (rules: bench/accuracy.py)\n")

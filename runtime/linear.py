@@ -133,6 +133,30 @@ class SizedLinear:
         return self.small.nbytes + self.large.nbytes
 
 
+class RefinedHead:
+    """The output head in a reduced format, made exact where it matters: the approximate logits pick each
+    row's `top_k` candidates, whose logits are then recomputed in float32 from the float32 weights.
+
+    Reduced formats round their outputs to bfloat16 (a logit near 20 moves in steps of 0.125), which flips
+    near-ties between the leading tokens; the exact top-k keeps argmax and the head of the distribution as
+    float32 has them, for the cost of reading top_k weight rows per row. x: [T, H] float32 -> [T, V] float32."""
+
+    def __init__(self, approx: Linear, weight: torch.Tensor, top_k: int = 32):
+        self.approx, self.weight, self.top_k = approx, weight.float(), top_k    # weight [V, H] float32
+        self.in_features, self.out_features, self.dtype = approx.in_features, approx.out_features, torch.float32
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.float()
+        logits = self.approx(x.to(self.approx.dtype)).float()                     # [T, V]
+        cand = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1).indices      # [T, k]
+        exact = torch.bmm(self.weight[cand], x[:, :, None])[:, :, 0]               # [T, k]
+        return logits.scatter_(1, cand, exact)
+
+    @property
+    def nbytes(self) -> int:
+        return self.approx.nbytes + self.weight.numel() * 4
+
+
 def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear:
     """weight [out, in] (any float dtype) in format `fmt`."""
     if fmt == "fp32":

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
-from .linear import DenseLinear, Linear, make_sized_linear
+from .linear import Linear, RefinedHead, make_sized_linear
 from .rope import rotary_tables
 from .weight_plan import WeightPlan
 
@@ -84,6 +84,8 @@ class LlamaModel:
         else:
             lm_head = w("output.weight")
         self.head: Linear = linear(lm_head, None)                 # H -> V
+        if plan.small != "fp32":                                  # exact logits for each row's leading tokens
+            self.head = RefinedHead(self.head, lm_head)
         # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
         self.embed_scale = None if c.embedding_multiplier == 1.0 else torch.tensor(c.embedding_multiplier).to(dtype)
         self.layers: list[LayerWeights] = []
@@ -161,8 +163,8 @@ class LlamaModel:
             if L.post_ffn_norm is not None:                              # Gemma 2
                 m = F.rms_norm(m.float(), (c.hidden_size,), L.post_ffn_norm, eps)
             h += m
-        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps).to(act)
-        logits = self.head(h).float()
+        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
+        logits = self.head(h.to(self.head.dtype)).float()
         if c.final_logit_softcapping is not None:                       # Gemma 2: cap * tanh(logits / cap)
             cap = c.final_logit_softcapping
             logits = torch.tanh(logits / cap) * cap

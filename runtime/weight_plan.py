@@ -23,8 +23,10 @@ from .linear import WEIGHT_FORMATS, activation_dtype, make_linear
 log = logging.getLogger("sglite.runtime")
 
 # Formats that pass the fidelity gate on the default model (tests/runtime/test_fidelity.py: teacher-forced
-# top-1 agreement with fp32 >= 98%, mean KL <= 0.01 nats); "auto" picks only among these.
-GATED_FORMATS = ("fp32", "bf16", "int8", "int4")
+# top-1 agreement with fp32 >= 98%, mean KL <= 0.01 nats); "auto" picks only among these. int8 (one scale per
+# output channel) fails it on SmolLM2's Q4_1 weights (95.7% top-1: a row-wide scale cannot hold weights that
+# were quantized per group of 32), so it is offered only when asked for by name.
+GATED_FORMATS = ("fp32", "bf16", "int4")
 BENCH_ROWS = (1, 8, 32, 128)   # pass sizes the measurement times
 
 

@@ -13,6 +13,7 @@ from typing import Any, AsyncIterator, Callable, Iterator
 
 import torch
 
+from ..threads import release_openmp_pool
 from .config import EngineConfig
 from .grammar import GrammarBackend
 from .grammar_masks import MaskPrefetcher
@@ -78,6 +79,8 @@ class Engine:
         self._stopped = False   # the loop has been told to exit
         self._thread = None
         if cfg.background:
+            if self.model.net.device.type == "cpu":
+                release_openmp_pool()   # the loop thread's torch ops run at full speed (see runtime/threads.py)
             self._thread = threading.Thread(target=self._loop, name="sglite-engine", daemon=True)
             self._thread.start()
 

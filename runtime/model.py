@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
-from .linear import Linear, RefinedHead, make_sized_linear
+from .linear import Linear, make_head, make_sized_linear
 from .rope import rotary_tables
 from .weight_plan import WeightPlan
 
@@ -83,9 +83,7 @@ class LlamaModel:
                              "(lm_head.weight / output.weight)")
         else:
             lm_head = w("output.weight")
-        self.head: Linear = linear(lm_head, None)                 # H -> V
-        if plan.small != "fp32":                                  # exact logits for each row's leading tokens
-            self.head = RefinedHead(self.head, lm_head)
+        self.head: Linear = make_head(lm_head, plan.small, plan.large, plan.max_small_rows)   # H -> V
         # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
         self.embed_scale = None if c.embedding_multiplier == 1.0 else torch.tensor(c.embedding_multiplier).to(dtype)
         self.layers: list[LayerWeights] = []

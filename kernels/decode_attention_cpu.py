@@ -14,31 +14,27 @@ cached prefix read the same rows, which then come from the CPU's cache.
 """
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
 
 from .decode_attention import _check
 
 
+try:
+    import numba
+except ImportError:      # the kernel is optional: the torch backend falls back to gather + SDPA
+    numba = None
+
+
 def available() -> bool:
     """Whether numba is importable (the CPU kernel's one dependency)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return numba is not None
 
 
 PARALLEL_MIN_JOBS = 16   # (request, KV head) jobs from which a call runs on numba's threads: below that, the
                          # hand-off between torch's and numba's thread pools costs more than it saves
 
-
-@functools.cache
-def _kernel(parallel: bool):
-    import numba
-
+if numba is not None:
     @numba.njit(inline="always", fastmath=True)
     def _row(buf, bits, slot, kh, D, mask, shift):
         # one K or V row's float32 bits: buf holds float32 bits (int32) or bfloat16 bits (int16), and a
@@ -47,52 +43,84 @@ def _kernel(parallel: bool):
             bits[d] = (np.uint32(buf[slot, kh, d]) & mask) << shift
         return bits
 
-    @numba.njit(parallel=parallel, fastmath=True, cache=True)
-    def decode(q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
-        # q, out: [B, Hq, D] float32; k_buf, v_buf: [S, Hkv, D] int32 (float32 bits) or int16 (bf16 bits)
-        B, Hq, D = q.shape
+    @numba.njit(inline="always", fastmath=True)
+    def _job(job, q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
+        # one (request b, KV head kh): its G query heads over its n cached tokens
+        Hq, D = q.shape[1], q.shape[2]
         Hk = k_buf.shape[1]
         G = Hq // Hk
-        for job in numba.prange(B * Hk):
-            b, kh = job // Hk, job % Hk
-            n, row = seq_lens[b], rows[b]
-            scores = np.empty((G, n), np.float32)
-            raw = np.empty(D, np.uint32)
-            vec = raw.view(np.float32)
-            qg = np.empty((G, D), np.float32)            # the group's queries, pre-scaled
+        b, kh = job // Hk, job % Hk
+        n, row = seq_lens[b], rows[b]
+        scores = np.empty((G, n), np.float32)
+        raw = np.empty(D, np.uint32)
+        vec = raw.view(np.float32)
+        qg = np.empty((G, D), np.float32)            # the group's queries, pre-scaled
+        for g in range(G):
+            for d in range(D):
+                qg[g, d] = q[b, kh * G + g, d] * scale
+        for i in range(n):
+            _row(k_buf, raw, table[row, i], kh, D, mask, shift)
             for g in range(G):
+                acc = np.float32(0.0)
                 for d in range(D):
-                    qg[g, d] = q[b, kh * G + g, d] * scale
+                    acc += qg[g, d] * vec[d]
+                scores[g, i] = acc
+        for g in range(G):
+            m = scores[g, 0]
+            for i in range(1, n):
+                m = max(m, scores[g, i])
+            total = np.float32(0.0)
             for i in range(n):
-                _row(k_buf, raw, table[row, i], kh, D, mask, shift)
-                for g in range(G):
-                    acc = np.float32(0.0)
-                    for d in range(D):
-                        acc += qg[g, d] * vec[d]
-                    scores[g, i] = acc
-            acc_o = np.zeros((G, D), np.float32)
-            for g in range(G):
-                m = scores[g, 0]
-                for i in range(1, n):
-                    m = max(m, scores[g, i])
-                total = np.float32(0.0)
-                for i in range(n):
-                    e = np.exp(scores[g, i] - m)
-                    scores[g, i] = e
-                    total += e
-                for i in range(n):
-                    scores[g, i] /= total
+                e = np.exp(scores[g, i] - m)
+                scores[g, i] = e
+                total += e
             for i in range(n):
-                _row(v_buf, raw, table[row, i], kh, D, mask, shift)
-                for g in range(G):
-                    p = scores[g, i]
-                    for d in range(D):
-                        acc_o[g, d] += p * vec[d]
+                scores[g, i] /= total
+        acc_o = np.zeros((G, D), np.float32)
+        for i in range(n):
+            _row(v_buf, raw, table[row, i], kh, D, mask, shift)
             for g in range(G):
+                p = scores[g, i]
                 for d in range(D):
-                    out[b, kh * G + g, d] = acc_o[g, d]
+                    acc_o[g, d] += p * vec[d]
+        for g in range(G):
+            for d in range(D):
+                out[b, kh * G + g, d] = acc_o[g, d]
 
-    return decode
+    # q, out: [B, Hq, D] float32; k_buf, v_buf: [S, Hkv, D] int32 (float32 bits) or int16 (bf16 bits).
+    # Two entry points (distinct names, so numba's on-disk cache keeps both).
+    @numba.njit(fastmath=True, cache=True)
+    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
+        for job in range(q.shape[0] * k_buf.shape[1]):
+            _job(job, q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift)
+
+    @numba.njit(parallel=True, fastmath=True, cache=True)
+    def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
+        for job in numba.prange(q.shape[0] * k_buf.shape[1]):
+            _job(job, q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift)
+
+
+def cache_bits(cache: torch.Tensor) -> np.ndarray:
+    """One layer's K or V buffer [S, Hkv, D] as the kernel reads it: its float32 (int32) or bfloat16 (int16)
+    bits, a view of the same memory (so later writes to the pool are seen)."""
+    if cache.dtype not in (torch.float32, torch.bfloat16):
+        raise TypeError(f"decode_attention_cpu takes a float32 or bfloat16 cache, got {cache.dtype}")
+    return cache.view(torch.int16 if cache.dtype == torch.bfloat16 else torch.int32).numpy()
+
+
+def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
+                            req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float) -> np.ndarray:
+    """The unchecked kernel call over numpy arrays: q [B, Hq, D] float32 contiguous, k/v bits from
+    cache_bits(). Returns [B, Hq, D] float32. For callers that checked their layout once (the attention
+    backend); everyone else calls decode_attention_cpu."""
+    out = np.empty(q.shape, np.float32)
+    if q.shape[0]:
+        bf16 = k_bits.dtype == np.int16
+        kernel = _decode_parallel if q.shape[0] * k_bits.shape[1] >= PARALLEL_MIN_JOBS else _decode_serial
+        kernel(
+            q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.float32(scale), out,
+            np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
+    return out
 
 
 def decode_attention_cpu(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -102,18 +130,9 @@ def decode_attention_cpu(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
     if q.device.type != "cpu":
         raise ValueError(f"decode_attention_cpu runs on the CPU; q is on {q.device}")
-    if k_cache.dtype not in (torch.float32, torch.bfloat16):
-        raise TypeError(f"decode_attention_cpu takes a float32 or bfloat16 cache, got {k_cache.dtype}")
-    is_bf16 = k_cache.dtype == torch.bfloat16
-    bits = torch.int16 if is_bf16 else torch.int32
-    kb, vb = k_cache.view(bits).numpy(), v_cache.view(bits).numpy()
-    qf = q.float().contiguous()
-    res = torch.empty(qf.shape, dtype=torch.float32)
-    if qf.shape[0]:
-        _kernel(qf.shape[0] * k_cache.shape[1] >= PARALLEL_MIN_JOBS)(qf.numpy(), kb, vb, req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(),
-                  np.float32(scale), res.numpy(), np.uint32(0xFFFF if is_bf16 else 0xFFFFFFFF),
-                  np.uint32(16 if is_bf16 else 0))
-    res = res.to(q.dtype)
+    res = decode_attention_arrays(q.float().contiguous().numpy(), cache_bits(k_cache), cache_bits(v_cache),
+                                  req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(), scale)
+    res = torch.from_numpy(res).to(q.dtype)
     if out is not None:
         out.copy_(res)
         return out

@@ -44,13 +44,13 @@ if numba is not None:
         return bits
 
     @numba.njit(inline="always", fastmath=True)
-    def _job(job, q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
-        # one (request b, KV head kh): its G query heads over its n cached tokens
+    def _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum, mask, shift):
+        # one (request b, KV head kh): its G query heads over its cached tokens start..n-1 (n > start)
         Hq, D = q.shape[1], q.shape[2]
         Hk = k_buf.shape[1]
         G = Hq // Hk
         b, kh = job // Hk, job % Hk
-        n, row = seq_lens[b], rows[b]
+        n, row = seq_lens[b] - start, rows[b]
         scores = np.empty((G, n), np.float32)
         raw = np.empty(D, np.uint32)
         vec = raw.view(np.float32)
@@ -59,7 +59,7 @@ if numba is not None:
             for d in range(D):
                 qg[g, d] = q[b, kh * G + g, d] * scale
         for i in range(n):
-            _row(k_buf, raw, table[row, i], kh, D, mask, shift)
+            _row(k_buf, raw, table[row, start + i], kh, D, mask, shift)
             for g in range(G):
                 acc = np.float32(0.0)
                 for d in range(D):
@@ -76,9 +76,11 @@ if numba is not None:
                 total += e
             for i in range(n):
                 scores[g, i] /= total
+            lse_max[b, kh * G + g] = m
+            lse_sum[b, kh * G + g] = total
         acc_o = np.zeros((G, D), np.float32)
         for i in range(n):
-            _row(v_buf, raw, table[row, i], kh, D, mask, shift)
+            _row(v_buf, raw, table[row, start + i], kh, D, mask, shift)
             for g in range(G):
                 p = scores[g, i]
                 for d in range(D):
@@ -87,17 +89,19 @@ if numba is not None:
             for d in range(D):
                 out[b, kh * G + g, d] = acc_o[g, d]
 
-    # q, out: [B, Hq, D] float32; k_buf, v_buf: [S, Hkv, D] int32 (float32 bits) or int16 (bf16 bits).
+    # q, out: [B, Hq, D] float32; k_buf, v_buf: [S, Hkv, D] int32 (float32 bits) or int16 (bf16 bits);
+    # lse_max, lse_sum: [B, Hq] float32, each head's score max and sum of exp(score - max) over its columns.
     # Two entry points (distinct names, so numba's on-disk cache keeps both).
     @numba.njit(fastmath=True, cache=True)
-    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
+    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum, mask, shift):
         for job in range(q.shape[0] * k_buf.shape[1]):
-            _job(job, q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift)
+            _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum, mask, shift)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
-    def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift):
+    def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum, mask,
+                         shift):
         for job in numba.prange(q.shape[0] * k_buf.shape[1]):
-            _job(job, q, k_buf, v_buf, table, rows, seq_lens, scale, out, mask, shift)
+            _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum, mask, shift)
 
 
 def cache_bits(cache: torch.Tensor) -> np.ndarray:
@@ -109,30 +113,76 @@ def cache_bits(cache: torch.Tensor) -> np.ndarray:
 
 
 def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
-                            req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float) -> np.ndarray:
+                            req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float, start: int = 0,
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The unchecked kernel call over numpy arrays: q [B, Hq, D] float32 contiguous, k/v bits from
-    cache_bits(). Returns [B, Hq, D] float32. For callers that checked their layout once (the attention
-    backend); everyone else calls decode_attention_cpu."""
+    cache_bits(); attends over columns start..seq_lens[b]-1 (each request must have one). Returns
+    (out [B, Hq, D] float32, normalised over those columns; score max [B, Hq]; sum of exp(score - max)
+    [B, Hq]), the last two to merge with attention over columns :start computed elsewhere. For callers that
+    checked their layout once (the attention backend); everyone else calls decode_attention_cpu."""
+    B, Hq, _ = q.shape
     out = np.empty(q.shape, np.float32)
-    if q.shape[0]:
+    lse_max, lse_sum = np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32)
+    if B:
         bf16 = k_bits.dtype == np.int16
-        kernel = _decode_parallel if q.shape[0] * k_bits.shape[1] >= PARALLEL_MIN_JOBS else _decode_serial
-        kernel(
-            q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.float32(scale), out,
-            np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
-    return out
+        kernel = _decode_parallel if B * k_bits.shape[1] >= PARALLEL_MIN_JOBS else _decode_serial
+        kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
+               out, lse_max, lse_sum, np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
+    return out, lse_max, lse_sum
+
+
+def shared_prefix_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                            prefix_slots: torch.Tensor, scale: float) -> tuple[torch.Tensor, ...]:
+    """Cascade part one: every request's query over the same `prefix_slots` [P] (a cached prefix they all
+    share), as two GEMMs per KV head with each K/V row read once, instead of once per request.
+    q: [B, Hq, D]. Returns float32 (out [B, Hq, D] normalised, score max [B, Hq], sum of exp [B, Hq])."""
+    B, Hq, D = q.shape
+    Hk = k_cache.shape[1]
+    G = Hq // Hk
+    keys = k_cache.index_select(0, prefix_slots).float().permute(1, 2, 0)           # [Hk, D, P]
+    values = v_cache.index_select(0, prefix_slots).float().transpose(0, 1)          # [Hk, P, D]
+    qh = q.float().view(B, Hk, G, D).transpose(0, 1).reshape(Hk, B * G, D)          # [Hk, B*G, D]
+    scores = torch.matmul(qh, keys) * scale                                         # [Hk, B*G, P]
+    m = scores.amax(-1, keepdim=True)
+    e = torch.exp(scores - m)
+    total = e.sum(-1, keepdim=True)
+    out = torch.matmul(e, values) / total                                           # [Hk, B*G, D]
+
+    def per_request(t: torch.Tensor) -> torch.Tensor:                              # [Hk, B*G, X] -> [B, Hq, X]
+        return t.view(Hk, B, G, -1).transpose(0, 1).reshape(B, Hq, -1)
+    return per_request(out), per_request(m)[..., 0], per_request(total)[..., 0]
+
+
+def merge_attention(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    """Attention over two disjoint column sets, each given as (out normalised, score max, sum of exp)."""
+    out_a, max_a, sum_a = a
+    out_b, max_b, sum_b = b
+    m = torch.maximum(max_a, max_b)
+    wa, wb = sum_a * torch.exp(max_a - m), sum_b * torch.exp(max_b - m)             # [B, Hq]
+    return (out_a * wa[..., None] + out_b * wb[..., None]) / (wa + wb)[..., None]
 
 
 def decode_attention_cpu(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
-                         scale: float, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Attention of each request's one query over its seq_lens[b] cached tokens (every seq_len >= 1)."""
+                         scale: float, out: torch.Tensor | None = None, shared_prefix: int = 0) -> torch.Tensor:
+    """Attention of each request's one query over its seq_lens[b] cached tokens (every seq_len >= 1).
+    shared_prefix=P > 0 says every request's first P slots are the same (a shared cached prefix, P <
+    every seq_len): those columns are attended in one cascade GEMM, the rest by the kernel, then merged."""
     _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
     if q.device.type != "cpu":
         raise ValueError(f"decode_attention_cpu runs on the CPU; q is on {q.device}")
-    res = decode_attention_arrays(q.float().contiguous().numpy(), cache_bits(k_cache), cache_bits(v_cache),
-                                  req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(), scale)
-    res = torch.from_numpy(res).to(q.dtype)
+    if shared_prefix and not (0 < shared_prefix < int(seq_lens.min())):
+        raise ValueError(f"shared_prefix must be below every seq_len (min {int(seq_lens.min())}), "
+                         f"got {shared_prefix}")
+    parts = decode_attention_arrays(q.float().contiguous().numpy(), cache_bits(k_cache), cache_bits(v_cache),
+                                    req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(), scale,
+                                    start=shared_prefix)
+    res = torch.from_numpy(parts[0])
+    if shared_prefix:
+        prefix_slots = req_to_token[req_pool_indices[0], :shared_prefix].long()
+        res = merge_attention(shared_prefix_attention(q, k_cache, v_cache, prefix_slots, scale),
+                              tuple(torch.from_numpy(p) for p in parts))
+    res = res.to(q.dtype)
     if out is not None:
         out.copy_(res)
         return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -33,8 +34,14 @@ class TorchAttentionMetadata:
     decode_slots: torch.Tensor | None  # [Bd, Lmax] int64 (padding -> slot 0); SDPA path only
     decode_mask: torch.Tensor | None   # [Bd, 1, 1, Lmax] bool, True for real keys; SDPA path only
     extends: list[ExtendRun] = field(default_factory=list)
-    decode_req_rows: torch.Tensor | None = None   # [Bd] int64 req_to_token rows; paged-kernel path only
-    decode_seq_lens: torch.Tensor | None = None   # [Bd] int64
+    decode_req_rows: np.ndarray | None = None     # [Bd] int64 req_to_token rows; paged-kernel path only
+    decode_seq_lens: np.ndarray | None = None     # [Bd] int64
+    decode_table: np.ndarray | None = None        # req_to_token, viewed
+    prefix_slots: torch.Tensor | None = None      # [P] int64: the first P slots, the same for every decode request
+                                                  # (a shared cached prefix), attended by one cascade GEMM
+
+
+MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not worth a cascade GEMM
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -47,10 +54,24 @@ class TorchAttentionBackend(AttentionBackend):
         on_cpu = kv_pool.k_buffer.device.type == "cpu"
         if paged_decode is None:
             paged_decode = on_cpu and decode_attention_cpu.available()
-        self.paged_decode = decode_attention_cpu.decode_attention_cpu if paged_decode else None
+        self.paged_decode = decode_attention_cpu.decode_attention_arrays if paged_decode else None
         if paged_decode:
             import numba
             numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+            # numpy views of every layer's buffers, made once: the kernel reads the pool in place
+            self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
+            self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
+
+    @staticmethod
+    def _shared_prefix(table: torch.Tensor, rows: np.ndarray, seq_lens: np.ndarray) -> torch.Tensor | None:
+        """The slots every decode request starts with (the radix cache gives requests that share a prefix the
+        same slots), if there are at least MIN_SHARED_PREFIX of them and two requests; each keeps >= 1 own."""
+        if len(rows) < 2 or int(seq_lens.min()) - 1 < MIN_SHARED_PREFIX:
+            return None
+        head = table[torch.from_numpy(rows), :int(seq_lens.min()) - 1]                 # [Bd, Lmin]
+        differs = (head != head[0]).any(0).nonzero()
+        shared = int(differs[0]) if len(differs) else head.shape[1]
+        return head[0, :shared].long() if shared >= MIN_SHARED_PREFIX else None
 
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         device = fb.input_ids.device
@@ -62,8 +83,10 @@ class TorchAttentionBackend(AttentionBackend):
             starts = torch.tensor(fb.extend_lens_cpu, device=device).cumsum(0) - torch.tensor(
                 fb.extend_lens_cpu, device=device)
             meta.decode_rows = starts[decode_b]
-            meta.decode_req_rows = fb.req_pool_indices[decode_b]
-            meta.decode_seq_lens = torch.tensor([fb.seq_lens_cpu[b] for b in decode_b], device=device)
+            meta.decode_req_rows = fb.req_pool_indices[decode_b].numpy()
+            meta.decode_seq_lens = np.array([fb.seq_lens_cpu[b] for b in decode_b], dtype=np.int64)
+            meta.decode_table = fb.req_to_token.numpy()
+            meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
         elif decode_b:
             seq = torch.tensor([fb.seq_lens_cpu[b] for b in decode_b], device=device)
             L = int(seq.max())
@@ -102,10 +125,10 @@ class TorchAttentionBackend(AttentionBackend):
         T, Hq, D = q.shape
         gqa = Hq != k.shape[1]
         if m.decode_rows is not None and len(m.extends) == 0:
-            return self._decode(q, k_buf, v_buf, m, scale, gqa, fb)          # pure decode: rows are [T] in order
+            return self._decode(q, k_buf, v_buf, m, scale, gqa, layer_id)          # pure decode: rows are [T] in order
         out = torch.empty_like(q)
         if m.decode_rows is not None:
-            out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa, fb)
+            out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa, layer_id)
         for run in m.extends:
             qs = q[run.start:run.start + run.length].transpose(0, 1)[None]    # [1, Hq, E, D]
             keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
@@ -116,11 +139,20 @@ class TorchAttentionBackend(AttentionBackend):
         return out
 
     def _decode(self, q, k_buf, v_buf, m: TorchAttentionMetadata, scale: float, gqa: bool,
-                fb: ForwardBatch) -> torch.Tensor:
+                layer_id: int) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
-            return self.paged_decode(q, k_buf, v_buf, fb.req_to_token, m.decode_req_rows, m.decode_seq_lens,
-                                     scale)
+            from sglite.kernels.decode_attention_cpu import merge_attention, shared_prefix_attention
+
+            start = 0 if m.prefix_slots is None else len(m.prefix_slots)
+            parts = self.paged_decode(q.float().contiguous().numpy(), self._k_bits[layer_id],
+                                      self._v_bits[layer_id], m.decode_table, m.decode_req_rows, m.decode_seq_lens,
+                                      scale, start=start)
+            out = torch.from_numpy(parts[0])
+            if start:
+                out = merge_attention(shared_prefix_attention(q, k_buf, v_buf, m.prefix_slots, scale),
+                                      tuple(torch.from_numpy(p) for p in parts))
+            return out.to(q.dtype)
         shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
         keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
         values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)

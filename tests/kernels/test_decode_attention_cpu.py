@@ -43,3 +43,29 @@ def test_bad_inputs_are_named():
                              torch.tensor([0]), torch.tensor([1]), 1.0)
     with pytest.raises(ValueError, match="multiple of Hkv"):
         decode_attention_cpu(torch.zeros(1, 3, 16), k, k, table, torch.tensor([0]), torch.tensor([1]), 1.0)
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-5), (torch.bfloat16, 2e-2)])
+def test_shared_prefix_cascade_matches_reference(dtype, atol):
+    """Requests sharing their first P slots (a cached prefix): prefix by GEMM, suffixes by the kernel, merged."""
+    g = torch.Generator().manual_seed(3)
+    B, Hk, G, D, P = 5, 3, 3, 64, 40
+    k_cache = torch.randn(400, Hk, D, generator=g).to(dtype)
+    v_cache = torch.randn(400, Hk, D, generator=g).to(dtype)
+    k_cache[0] = v_cache[0] = float("nan")
+    seq = torch.tensor([41, 45, 60, 90, 52])
+    table = torch.zeros(B + 1, 100, dtype=torch.int32)
+    shared = torch.randperm(399, generator=g)[:P] + 1
+    free = [s for s in (torch.randperm(399, generator=g) + 1).tolist() if s not in set(shared.tolist())]
+    for r in range(B):
+        n = int(seq[r]) - P
+        table[r + 1, :P] = shared
+        table[r + 1, P:seq[r]] = torch.tensor(free[:n])
+        free = free[n:]
+    rows = torch.arange(1, B + 1)
+    q = torch.randn(B, Hk * G, D, generator=g).to(dtype)
+    ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 0.125)
+    out = decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.125, shared_prefix=P)
+    torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=1e-2)
+    with pytest.raises(ValueError, match="below every seq_len"):
+        decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.125, shared_prefix=41)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sglite.runtime.weight_plan import GATED_FORMATS
+from sglite.runtime.weight_plan import GATED_FORMATS, WeightPlan
 
 pytestmark = pytest.mark.slow
 CORPUS = Path(__file__).parent / "data" / "fidelity_corpus.txt"
@@ -29,7 +29,13 @@ def reference(real_model):
     return [real_model.logits(w).log_softmax(-1) for w in windows(real_model.tokenizer)]
 
 
-@pytest.mark.parametrize("weights", [f for f in GATED_FORMATS if f != "fp32"] + ["int4+bf16"])
+# "decode path": every pass takes the small format, as decode steps do (the 4-bit approximate head included),
+# although these passes are teacher-forced windows of 512 rows
+DECODE_PATH = WeightPlan("int4", "int4", max_small_rows=1 << 30)
+
+
+@pytest.mark.parametrize("weights", [f for f in GATED_FORMATS if f != "fp32"] + ["int4+bf16", DECODE_PATH],
+                         ids=lambda w: "int4-decode-path" if w is DECODE_PATH else w)
 def test_reduced_format_passes_the_gate(reference, real_model, weights):
     from sglite.runtime.model import load_model
 

@@ -25,18 +25,29 @@ class GrammarCompiler:
         self._dfas: dict = {}          # lexeme DFAs shared between grammars (e.g. the plain JSON string)
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self._building: dict[tuple, threading.Lock] = {}   # key -> lock held while one thread builds it
 
     def _cached(self, key: tuple, build) -> Grammar:
+        """The cached grammar for key, built once: concurrent callers of a key being built wait for it."""
         with self._lock:
             g = self._cache.get(key)
             if g is not None:
                 self._cache.move_to_end(key)
                 return g
-        g = build()
-        with self._lock:
-            self._cache[key] = g
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                g = self._cache.get(key)
+            if g is None:
+                try:
+                    g = build()
+                finally:
+                    with self._lock:
+                        self._building.pop(key, None)
+                with self._lock:
+                    self._cache[key] = g
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
         return g
 
     def compile_regex(self, pattern: str) -> Grammar:

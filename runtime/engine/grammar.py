@@ -3,6 +3,7 @@
 The automata themselves live in sglite.runtime.constrained."""
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .request import Req
@@ -15,14 +16,20 @@ class GrammarBackend:
         self.json_whitespace = json_whitespace
         self.json_property_order = json_property_order
         self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
+        self._compiler_lock = threading.Lock()
 
     def _get_compiler(self):
+        """The engine's one compiler, built by the first caller (building its token index takes seconds of CPU;
+        concurrent first callers, e.g. run_batch's program threads, wait for it instead of each building one)."""
         if self._compiler is None:
-            try:
-                from ..constrained import GrammarCompiler
-            except ImportError as e:
-                raise ValueError(f"constrained decoding (regex / json_schema / ebnf) is unavailable: {e}") from None
-            self._compiler = GrammarCompiler(self.tokenizer)
+            with self._compiler_lock:
+                if self._compiler is None:
+                    try:
+                        from ..constrained import GrammarCompiler
+                    except ImportError as e:
+                        raise ValueError(f"constrained decoding (regex / json_schema / ebnf) is unavailable: "
+                                         f"{e}") from None
+                    self._compiler = GrammarCompiler(self.tokenizer)
         return self._compiler
 
     def compile(self, params: SamplingParams) -> Any | None:

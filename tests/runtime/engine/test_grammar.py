@@ -113,3 +113,38 @@ def test_masks_are_built_on_the_worker_during_the_forward_pass(make_engine, monk
     assert [o["text"] for o in e.generate(["Q:", "A longer prompt:"], {"max_new_tokens": 12, "regex": r"[0-9]{6}",
                                                                       "temperature": 0})] == [o["text"] for o in outs]
     assert len(threads) == 6 and not any(t.startswith("sglite-masks") for t in threads)
+
+
+def test_concurrent_first_callers_build_one_compiler_and_one_grammar(monkeypatch, tokenizer):
+    """run_batch's program threads all submit at once: they must share one token index and one compile of
+    the schema (each thread building its own took seconds of CPU apiece and starved the engine)."""
+    import threading
+
+    from sglite.runtime import constrained
+    from sglite.runtime.engine.grammar import GrammarBackend
+    from sglite.runtime.engine.sampling_params import SamplingParams
+
+    built = {"compilers": 0}
+    real_init = constrained.GrammarCompiler.__init__
+
+    def counting_init(self, *a, **kw):
+        built["compilers"] += 1
+        real_init(self, *a, **kw)
+
+    monkeypatch.setattr(constrained.GrammarCompiler, "__init__", counting_init)
+    backend = GrammarBackend(tokenizer)
+    params = SamplingParams.from_dict({"json_schema": SCHEMA})
+    start = threading.Barrier(8)
+    results = []
+
+    def submit():
+        start.wait()
+        results.append(backend.compile(params))
+
+    threads = [threading.Thread(target=submit) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert built["compilers"] == 1
+    assert len({id(g) for g in results}) == 1 and len(results) == 8

@@ -24,6 +24,9 @@ class ForwardBatch:
     prefix_lens_cpu: list[int]
     extend_lens_cpu: list[int]
     logits_indices: torch.Tensor    # [N] int64 into [T]: rows whose logits are returned (default: last of each)
+    decode_from: int = 0            # rows [decode_from:] of [T] belong to decoding requests, rows before it to
+                                    # prefilling ones (weight formats are chosen by phase, runtime/linear.py)
+    decode_logits_from: int = 0     # likewise for the rows of the returned logits
     attn_metadata: Any = field(default=None, repr=False)  # built once per batch by the attention backend
 
     @property
@@ -49,8 +52,10 @@ class ForwardBatch:
     @staticmethod
     def build(token_lists: Sequence[Sequence[int]], prefix_lens: Sequence[int], req_rows: Sequence[int],
               out_cache_loc: torch.Tensor, req_to_token: torch.Tensor,
-              logits_indices: torch.Tensor | None = None) -> "ForwardBatch":
-        """From per-request new tokens and cached-prefix lengths. Writes out_cache_loc into req_to_token."""
+              logits_indices: torch.Tensor | None = None, num_prefill: int | None = None) -> "ForwardBatch":
+        """From per-request new tokens and cached-prefix lengths. Writes out_cache_loc into req_to_token.
+        num_prefill: the first num_prefill requests are prefilling their prompts, the rest decoding (None: all
+        decoding if every request has one new token, else all prefilling)."""
         device = req_to_token.device
         extend = [len(t) for t in token_lists]
         if any(e == 0 for e in extend):
@@ -63,6 +68,9 @@ class ForwardBatch:
             offset += e
         if logits_indices is None:
             logits_indices = torch.tensor(extend, dtype=torch.int64).cumsum(0) - 1
+        if num_prefill is None:
+            num_prefill = 0 if all(e == 1 for e in extend) else len(extend)
+        decode_from = sum(extend[:num_prefill])
         return ForwardBatch(
             input_ids=torch.tensor(flat, dtype=torch.int64, device=device),
             positions=positions.to(device),
@@ -74,4 +82,6 @@ class ForwardBatch:
             prefix_lens_cpu=list(prefix_lens),
             extend_lens_cpu=extend,
             logits_indices=logits_indices.to(device),
+            decode_from=decode_from,
+            decode_logits_from=int((logits_indices < decode_from).sum()),
         )

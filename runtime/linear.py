@@ -11,8 +11,8 @@ Formats (WEIGHT_FORMATS):
           in 4 bits and becomes int8 instead: int4 never costs fidelity beyond int8's.
 
 Every layer maps x [T, in] in its activation dtype to [T, out] in the same dtype. `SizedLinear` holds two
-formats of one weight and picks one by T, so decode (few rows, bound by reading weights) and prefill (many
-rows, bound by arithmetic) can each use their fastest format.
+formats of one weight and runs decode rows (few per pass, bound by reading weights) in one and prefill rows
+(many, bound by arithmetic) in the other, so each phase uses its fastest format.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ class Linear(Protocol):
     out_features: int
     dtype: torch.dtype        # activation dtype in and out
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor: ...
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor: ...
 
     @property
     def nbytes(self) -> int: ...
@@ -48,7 +48,7 @@ class DenseLinear:
         self.out_features, self.in_features = weight.shape
         self.dtype = weight.dtype
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
         return F.linear(x, self.weight, self.bias)
 
     @property
@@ -66,7 +66,7 @@ class Int8Linear:
         self.out_features, self.in_features = weight.shape
         self.dtype = torch.bfloat16
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
         y = torch._weight_int8pack_mm(x, self.qweight, self.scales)
         return y if self.bias is None else y + self.bias
 
@@ -106,7 +106,7 @@ class Int4Linear:
         self.out_features, self.in_features = out_f, in_f
         self.dtype = torch.bfloat16
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
         y = torch._weight_int4pack_mm_for_cpu(x, self.packed, self.group, self.scales_zeros)
         return y if self.bias is None else y + self.bias
 
@@ -116,17 +116,25 @@ class Int4Linear:
 
 
 class SizedLinear:
-    """Two formats of one weight (same activation dtype): `small` for passes of at most `max_small_rows` rows
-    (decode), `large` for the rest (prefill)."""
+    """Two formats of one weight (same activation dtype): `small` for decode rows (few per pass, bound by reading
+    the weights), `large` for prefill rows (many, bound by arithmetic).
 
-    def __init__(self, small: Linear, large: Linear, max_small_rows: int):
+    The choice is per row by phase, never by the size of the pass: a request's tokens then go through the same
+    formats whatever else shares its batch, so greedy outputs do not depend on what runs beside them.
+    `decode_from`: rows [decode_from:] are decode rows, the rows before it prefill; None: all prefill."""
+
+    def __init__(self, small: Linear, large: Linear):
         if small.dtype != large.dtype:
             raise ValueError(f"SizedLinear formats disagree on activation dtype: {small.dtype} vs {large.dtype}")
-        self.small, self.large, self.max_small_rows = small, large, max_small_rows
+        self.small, self.large = small, large
         self.in_features, self.out_features, self.dtype = small.in_features, small.out_features, small.dtype
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return (self.small if x.shape[0] <= self.max_small_rows else self.large)(x)
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
+        if decode_from is None or decode_from >= x.shape[0]:
+            return self.large(x)
+        if decode_from <= 0:
+            return self.small(x)
+        return torch.cat([self.large(x[:decode_from]), self.small(x[decode_from:])])
 
     @property
     def nbytes(self) -> int:
@@ -145,9 +153,9 @@ class RefinedHead:
         self.approx, self.weight, self.top_k = approx, weight.float(), top_k    # weight [V, H] float32
         self.in_features, self.out_features, self.dtype = approx.in_features, approx.out_features, torch.float32
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
         x = x.float()
-        logits = self.approx(x.to(self.approx.dtype)).float()                     # [T, V]
+        logits = self.approx(x.to(self.approx.dtype), decode_from).float()        # [T, V]
         cand = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1).indices      # [T, k]
         exact = torch.bmm(self.weight[cand], x[:, :, None])[:, :, 0]               # [T, k]
         return logits.scatter_(1, cand, exact)
@@ -157,7 +165,7 @@ class RefinedHead:
         return self.approx.nbytes + self.weight.numel() * 4
 
 
-def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str, max_small_rows: int) -> Linear:
+def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str) -> Linear:
     """The output head [V, H] for a plan. fp32 stays exact. Reduced formats become a RefinedHead, whose
     approximate pass may then be lossy: with int4 for small passes the head goes to 4 bits whatever its source
     (it only has to rank the candidates; their logits come out in float32), which halves the bytes the biggest
@@ -170,7 +178,7 @@ def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str, max_small_ro
         small = Int4Linear(grid) if grid is not None else make_linear(weight, None, "int8")
     else:
         small = make_linear(weight, None, small_fmt)
-    approx = large if small_fmt == large_fmt and small_fmt != "int4" else SizedLinear(small, large, max_small_rows)
+    approx = large if small_fmt == large_fmt and small_fmt != "int4" else SizedLinear(small, large)
     return RefinedHead(approx, weight, top_k=64)
 
 
@@ -188,9 +196,8 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
     raise ValueError(f"unknown weight format {fmt!r}; choose one of {WEIGHT_FORMATS}")
 
 
-def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt: str, large_fmt: str,
-                      max_small_rows: int) -> Linear:
-    """One format when both agree, else a SizedLinear over the two."""
+def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt: str, large_fmt: str) -> Linear:
+    """One format when both agree, else a SizedLinear over the two (small: decode rows, large: prefill rows)."""
     if small_fmt == large_fmt:
         return make_linear(weight, bias, small_fmt)
-    return SizedLinear(make_linear(weight, bias, small_fmt), make_linear(weight, bias, large_fmt), max_small_rows)
+    return SizedLinear(make_linear(weight, bias, small_fmt), make_linear(weight, bias, large_fmt))

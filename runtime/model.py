@@ -55,7 +55,7 @@ class LlamaModel:
         dtype = torch.float32     # what w() returns: the reference weights, converted per projection below
 
         def linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Linear:
-            return make_sized_linear(weight, bias, plan.small, plan.large, plan.max_small_rows)
+            return make_sized_linear(weight, bias, plan.small, plan.large)
 
         def w(name: str) -> torch.Tensor:
             if name not in weights:
@@ -83,7 +83,7 @@ class LlamaModel:
                              "(lm_head.weight / output.weight)")
         else:
             lm_head = w("output.weight")
-        self.head: Linear = make_head(lm_head, plan.small, plan.large, plan.max_small_rows)   # H -> V
+        self.head: Linear = make_head(lm_head, plan.small, plan.large)   # H -> V
         # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
         self.embed_scale = None if c.embedding_multiplier == 1.0 else torch.tensor(c.embedding_multiplier).to(dtype)
         self.layers: list[LayerWeights] = []
@@ -136,10 +136,11 @@ class LlamaModel:
         cos = self.cos[fb.positions][:, None, :]                       # [T, 1, rotary_dim]
         sin = self.sin[fb.positions][:, None, :]
         T = h.shape[0]
+        split = fb.decode_from                                         # prefill rows, then decode rows
         eps = c.rms_norm_eps
         for i, L in enumerate(self.layers):
             x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps).to(act)
-            qkv = L.qkv(x)                                               # [T, q + 2kv]
+            qkv = L.qkv(x, split)                                        # [T, q + 2kv]
             if L.q_norm is None:                                         # Q and K heads rotate in one go
                 qk = qkv[:, :c.q_size + c.kv_size].view(T, c.num_heads + c.num_kv_heads, c.head_dim)
                 qk = self._rotary(qk, cos, sin).to(act)                  # rotary in float32
@@ -151,18 +152,18 @@ class LlamaModel:
                 q, k = self._rotary(q, cos, sin).to(act), self._rotary(k, cos, sin).to(act)
             v = qkv[:, c.q_size + c.kv_size:].view(T, c.num_kv_heads, c.head_dim)
             o = attn.forward(q, k, v, i, fb, self.scale)                 # [T, Hq, D]
-            a = L.o(o.reshape(T, c.q_size))
+            a = L.o(o.reshape(T, c.q_size), split)
             if L.post_attn_norm is not None:                             # Gemma 2
                 a = F.rms_norm(a.float(), (c.hidden_size,), L.post_attn_norm, eps)
             h += a                                                       # float32 residual (a widens exactly)
             x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps).to(act)
-            gate, up = L.gate_up(x).chunk(2, dim=-1)
-            m = L.down(self.act(gate) * up)
+            gate, up = L.gate_up(x, split).chunk(2, dim=-1)
+            m = L.down(self.act(gate) * up, split)
             if L.post_ffn_norm is not None:                              # Gemma 2
                 m = F.rms_norm(m.float(), (c.hidden_size,), L.post_ffn_norm, eps)
             h += m
         h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
-        logits = self.head(h.to(self.head.dtype)).float()
+        logits = self.head(h.to(self.head.dtype), fb.decode_logits_from).float()
         if c.final_logit_softcapping is not None:                       # Gemma 2: cap * tanh(logits / cap)
             cap = c.final_logit_softcapping
             logits = torch.tanh(logits / cap) * cap

@@ -1,10 +1,11 @@
 """Which weight format a model runs in: `WeightPlan`, and `choose_weight_plan`, which measures this machine.
 
-A plan names a format for small passes (decode: few rows, bound by reading the weights) and one for large passes
-(prefill: many rows, bound by arithmetic). `"auto"` checks the CPU's features and times matmuls of the model's
-own shapes in each format (about two seconds), once per machine, thread count and model shape: the result is
-cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans.json`. Nothing is assumed from flags
-alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it.
+A plan names a format for decode rows (few per pass, bound by reading the weights) and one for prefill rows
+(many per pass, bound by arithmetic); each request's tokens go through the format of their phase whatever shares
+the batch, so greedy outputs do not depend on batch composition. `"auto"` checks the CPU's features and times
+matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count and model
+shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v2.json`. Nothing is
+assumed from flags alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it.
 """
 from __future__ import annotations
 
@@ -32,9 +33,8 @@ BENCH_ROWS = (1, 8, 32, 128)   # pass sizes the measurement times
 
 @dataclass(frozen=True)
 class WeightPlan:
-    small: str = "fp32"          # format for passes of at most max_small_rows rows
-    large: str = "fp32"          # format for larger passes
-    max_small_rows: int = 16
+    small: str = "fp32"          # format for decode rows (few per pass: reading the weights bounds them)
+    large: str = "fp32"          # format for prefill rows (many per pass: arithmetic bounds them)
 
     def __post_init__(self) -> None:
         for key in ("small", "large"):
@@ -43,8 +43,6 @@ class WeightPlan:
         if activation_dtype(self.small) != activation_dtype(self.large):
             raise ValueError(f"weight formats {self.small!r} and {self.large!r} need different activation "
                              "dtypes; fp32 pairs only with fp32")
-        if self.max_small_rows < 1:
-            raise ValueError(f"WeightPlan.max_small_rows must be >= 1, got {self.max_small_rows}")
 
     @property
     def act_dtype(self) -> torch.dtype:
@@ -52,7 +50,7 @@ class WeightPlan:
 
     @classmethod
     def parse(cls, spec: "str | WeightPlan") -> "WeightPlan":
-        """'int4' (one format) or 'int4+bf16' (small passes + large passes)."""
+        """'int4' (one format) or 'int4+bf16' (decode rows + prefill rows)."""
         if isinstance(spec, WeightPlan):
             return spec
         if not isinstance(spec, str) or not spec:
@@ -95,7 +93,7 @@ def cpu_model() -> str:
 
 
 def _cache_path() -> Path:
-    return Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "weight_plans.json"
+    return Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "weight_plans_v2.json"
 
 
 def _time_format(fmt: str, shapes: list[tuple[int, int]], rows: tuple[int, ...], trials: int = 5) -> dict[int, float]:
@@ -133,18 +131,12 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
     shapes = per_layer * copies + [(min(vocab, 16384), hidden)]
     with torch.inference_mode():
         times = {fmt: _time_format(fmt, shapes, BENCH_ROWS) for fmt in GATED_FORMATS}
-    best = {m: min(GATED_FORMATS, key=lambda f: times[f][m]) for m in BENCH_ROWS}
-    small = best[1]
-    # the large format must share the small one's activation dtype; fp32 pairs only with itself
+    # decode: time per token summed over decode batch sizes 1, 8 and 32 (batch 1's latency weighs most)
+    small = min(GATED_FORMATS, key=lambda f: sum(times[f][m] / m for m in BENCH_ROWS[:-1]))
+    # prefill shares the decode format's activation dtype (fp32 pairs only with itself)
     family = [f for f in GATED_FORMATS if activation_dtype(f) == activation_dtype(small)]
     large = min(family, key=lambda f: times[f][BENCH_ROWS[-1]])
-    max_small = 1
-    for m in BENCH_ROWS:
-        if times[small][m] <= times[large][m]:
-            max_small = m
-        else:
-            break
-    plan = WeightPlan(small, large, max_small)
+    plan = WeightPlan(small, large)
     report = {fmt: {str(m): round(t * 1e12, 1) for m, t in ts.items()} for fmt, ts in times.items()}
     return plan, report   # report: picoseconds per weight per pass, by format and rows
 
@@ -170,13 +162,12 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
         cache = {}
     if key in cache:
         c = cache[key]
-        return WeightPlan(c["small"], c["large"], c["max_small_rows"])
+        return WeightPlan(c["small"], c["large"])
     t0 = time.perf_counter()
     plan, report = measure_weight_plan(hidden, intermediate, vocab)
-    log.info("weights auto: chose %s (int rows <= %d use %s) in %.1f s; ps/weight by format and rows: %s",
-             plan, plan.max_small_rows, plan.small, time.perf_counter() - t0, report)
-    cache[key] = {"small": plan.small, "large": plan.large, "max_small_rows": plan.max_small_rows,
-                  "flags": cpu_flags(), "ps_per_weight": report}
+    log.info("weights auto: chose %s (decode rows in %s, prefill rows in %s) in %.1f s; ps/weight by format and "
+             "rows: %s", plan, plan.small, plan.large, time.perf_counter() - t0, report)
+    cache[key] = {"small": plan.small, "large": plan.large, "flags": cpu_flags(), "ps_per_weight": report}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

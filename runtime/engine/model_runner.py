@@ -83,7 +83,7 @@ class ModelRunner:
                 sample_rows.append(None)
             offset += n
         fb = ForwardBatch.build(token_lists, prefix_lens, rows, batch.out_cache_loc, req_to_token,
-                                logits_indices=torch.tensor(indices, dtype=torch.int64))
+                                logits_indices=torch.tensor(indices, dtype=torch.int64), num_prefill=batch.num_prefill)
         logits = self.net.forward(fb, self.attn)
         self.forward_passes += 1
         return ForwardOutput(logits, sample_rows, prompt_rows, prompt_first)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from sglite.runtime.weight_plan import GATED_FORMATS, WeightPlan
+from sglite.runtime.weight_plan import GATED_FORMATS
 
 pytestmark = pytest.mark.slow
 CORPUS = Path(__file__).parent / "data" / "fidelity_corpus.txt"
@@ -29,21 +29,31 @@ def reference(real_model):
     return [real_model.logits(w).log_softmax(-1) for w in windows(real_model.tokenizer)]
 
 
-# "decode path": every pass takes the small format, as decode steps do (the 4-bit approximate head included),
-# although these passes are teacher-forced windows of 512 rows
-DECODE_PATH = WeightPlan("int4", "int4", max_small_rows=1 << 30)
+def decode_path_logits(model, ids: list[int]) -> torch.Tensor:
+    """Like Model.logits, but every row runs through the plan's decode formats (the 4-bit approximate head
+    included), as decode steps do, although the window is teacher-forced in one pass."""
+    from sglite.runtime.attention import create_attention_backend
+    from sglite.runtime.forward_batch import ForwardBatch
+    from sglite.runtime.kv_pool import KVPool
+
+    c = model.config
+    pool = KVPool(c.num_layers, len(ids) + 1, c.num_kv_heads, c.head_dim, model.net.dtype)
+    table = torch.zeros((1, len(ids)), dtype=torch.int32)
+    fb = ForwardBatch.build([ids], [0], [0], torch.arange(1, len(ids) + 1), table,
+                            logits_indices=torch.arange(len(ids)), num_prefill=0)
+    return model.net.forward(fb, create_attention_backend("torch", pool, "cpu"))
 
 
-@pytest.mark.parametrize("weights", [f for f in GATED_FORMATS if f != "fp32"] + ["int4+bf16", DECODE_PATH],
-                         ids=lambda w: "int4-decode-path" if w is DECODE_PATH else w)
-def test_reduced_format_passes_the_gate(reference, real_model, weights):
+@pytest.mark.parametrize("weights,path", [(f, "prefill") for f in GATED_FORMATS if f != "fp32"]
+                         + [("int4+bf16", "prefill"), ("int4+bf16", "decode")])
+def test_reduced_format_passes_the_gate(reference, real_model, weights, path):
     from sglite.runtime.model import load_model
 
     model = load_model(weights=weights)
     agree = total = 0
     kl_sum = 0.0
     for w, ref in zip(windows(model.tokenizer), reference):
-        got = model.logits(w).log_softmax(-1)
+        got = (model.logits(w) if path == "prefill" else decode_path_logits(model, w)).log_softmax(-1)
         agree += int((got.argmax(-1) == ref.argmax(-1)).sum())
         total += len(w)
         kl_sum += float((ref.exp() * (ref - got)).sum(-1).sum())
@@ -63,14 +73,17 @@ def test_int8_is_outside_the_gate_and_auto_never_picks_it(reference, real_model)
     assert top1 < 0.98, f"int8 now passes the gate (top-1 {top1:.4f}): add it to GATED_FORMATS"
 
 
-def test_small_passes_use_the_small_format():
-    """A SizedLinear switches format by rows: decode-sized passes take the small format's path."""
+def test_formats_follow_the_phase_of_each_row_not_the_batch():
+    """A SizedLinear runs prefill rows in the large format and decode rows in the small one, so a row's result
+    does not depend on how many other rows share its pass."""
     from sglite.runtime.linear import Int4Linear, SizedLinear, make_sized_linear
 
     q = torch.randint(0, 16, (64, 64))
     q[:, 0::32], q[:, 1::32] = 0, 15
-    layer = make_sized_linear(q * 0.01 - 0.08, None, "int4", "bf16", max_small_rows=8)
+    layer = make_sized_linear(q * 0.01 - 0.08, None, "int4", "bf16")
     assert isinstance(layer, SizedLinear) and isinstance(layer.small, Int4Linear)
     x = torch.randn(9, 64).bfloat16()
-    small, large = layer(x[:8]), layer(x)
-    torch.testing.assert_close(small.float(), large[:8].float(), atol=0.05, rtol=0.02)
+    mixed = layer(x, decode_from=4)                               # rows 0-3 prefill, 4-8 decode
+    assert torch.equal(mixed[:4], layer.large(x[:4])) and torch.equal(mixed[4:], layer.small(x[4:]))
+    assert torch.equal(layer(x[4:5], decode_from=0), layer(x, decode_from=0)[4:5])   # alone == in a batch
+    assert torch.equal(layer(x), layer.large(x))                  # None: all prefill

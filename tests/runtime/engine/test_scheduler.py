@@ -185,3 +185,32 @@ def test_long_chunk_with_many_decodes_runs_alone_then_decodes(make_engine):
         list(it)
     big = [i for i, (p, _) in enumerate(steps) if p >= 1000]
     assert len(big) >= 2 and all(steps[i][1] == 0 and steps[i + 1] == (0, 5) for i in big)
+
+
+def test_two_format_plan_batch_equals_one_at_a_time():
+    """With decode rows in one weight format and prefill rows in another, a request's greedy output must not
+    depend on what shares its batch (formats follow each row's phase, not the pass's size)."""
+    from dataclasses import replace
+
+    import torch
+
+    from sglite.runtime.engine import Engine
+    from sglite.runtime.linear import SizedLinear
+    from sglite.runtime.model import LlamaModel, Model
+    from sglite.runtime.testing import random_weights, tiny_config
+    from sglite.runtime.tokenizer import load_tokenizer
+    from sglite.runtime.weight_plan import WeightPlan
+
+    tok = load_tokenizer()
+    cfg = tiny_config(tok.vocab_size)
+    weights = random_weights(cfg, seed=0)
+    # an untied random head: with tied embeddings a random model mostly repeats its input token
+    weights["output.weight"] = torch.randn(cfg.vocab_size, cfg.hidden_size, generator=torch.Generator().manual_seed(1))
+    cfg = replace(cfg, tie_word_embeddings=False)
+    net = LlamaModel(cfg, weights, plan=WeightPlan("int8", "bf16"))
+    assert isinstance(net.layers[0].qkv, SizedLinear)
+    ps, sp = prompts(12, shared=20, seed=4), params(12)   # decode passes of 12 rows; alone, of 1
+    with Engine(Model(net, tok), max_total_tokens=4096, max_running_requests=16) as e:
+        batched = run(e, ps, sp)
+        e.flush_cache()
+        assert batched == one_by_one(e, ps, sp)

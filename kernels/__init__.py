@@ -4,6 +4,8 @@
     extend_attention   new tokens over their cached prefix + causally among themselves
     kv_store           write new K/V into the paged pool
     token_mask         apply a packed [B, ceil(V/32)] int32 token bitmask to logits
+    decode_attention_cpu   paged decode attention for the CPU (numba), reading K/V in place; cascade over a
+                           prefix every request shares
 
 Import the submodules directly. Triton is imported only when a kernel is first used, so the torch references
 work without it; TRITON_INTERPRET=1 must be set before that first use to run the kernels on the CPU.

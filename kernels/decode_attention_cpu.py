@@ -162,6 +162,23 @@ def merge_attention(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) ->
     return (out_a * wa[..., None] + out_b * wb[..., None]) / (wa + wb)[..., None]
 
 
+def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_bits: np.ndarray,
+                           v_bits: np.ndarray, req_to_token: np.ndarray, req_pool_indices: np.ndarray,
+                           seq_lens: np.ndarray, scale: float, prefix_slots: torch.Tensor | None = None,
+                           ) -> torch.Tensor:
+    """Unchecked: the kernel over each request's columns after `prefix_slots` (all of them when None), merged
+    with the cascade GEMM over `prefix_slots` [P] that every request starts with. k/v bits from cache_bits() of
+    k_cache/v_cache; index arrays as in decode_attention_arrays. Returns [B, Hq, D] in q's dtype."""
+    start = 0 if prefix_slots is None else len(prefix_slots)
+    parts = decode_attention_arrays(q.float().contiguous().numpy(), k_bits, v_bits, req_to_token,
+                                    req_pool_indices, seq_lens, scale, start=start)
+    out = torch.from_numpy(parts[0])
+    if start:
+        out = merge_attention(shared_prefix_attention(q, k_cache, v_cache, prefix_slots, scale),
+                              tuple(torch.from_numpy(p) for p in parts))
+    return out.to(q.dtype)
+
+
 def decode_attention_cpu(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                          scale: float, out: torch.Tensor | None = None, shared_prefix: int = 0) -> torch.Tensor:
@@ -174,15 +191,10 @@ def decode_attention_cpu(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.
     if shared_prefix and not (0 < shared_prefix < int(seq_lens.min())):
         raise ValueError(f"shared_prefix must be below every seq_len (min {int(seq_lens.min())}), "
                          f"got {shared_prefix}")
-    parts = decode_attention_arrays(q.float().contiguous().numpy(), cache_bits(k_cache), cache_bits(v_cache),
-                                    req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(), scale,
-                                    start=shared_prefix)
-    res = torch.from_numpy(parts[0])
-    if shared_prefix:
-        prefix_slots = req_to_token[req_pool_indices[0], :shared_prefix].long()
-        res = merge_attention(shared_prefix_attention(q, k_cache, v_cache, prefix_slots, scale),
-                              tuple(torch.from_numpy(p) for p in parts))
-    res = res.to(q.dtype)
+    prefix_slots = req_to_token[req_pool_indices[0], :shared_prefix].long() if shared_prefix else None
+    res = paged_decode_attention(q, k_cache, v_cache, cache_bits(k_cache), cache_bits(v_cache),
+                                 req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(), scale,
+                                 prefix_slots)
     if out is not None:
         out.copy_(res)
         return out

@@ -149,7 +149,7 @@ class RefinedHead:
     near-ties between the leading tokens; the exact top-k keeps argmax and the head of the distribution as
     float32 has them, for the cost of reading top_k weight rows per row. x: [T, H] float32 -> [T, V] float32."""
 
-    def __init__(self, approx: Linear, weight: torch.Tensor, top_k: int = 32):
+    def __init__(self, approx: Linear, weight: torch.Tensor, top_k: int = 64):
         self.approx, self.weight, self.top_k = approx, weight.float(), top_k    # weight [V, H] float32
         self.in_features, self.out_features, self.dtype = approx.in_features, approx.out_features, torch.float32
 
@@ -176,10 +176,10 @@ def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str) -> Linear:
     if small_fmt == "int4":
         grid = int4_grid(weight, tolerance=float("inf"))
         small = Int4Linear(grid) if grid is not None else make_linear(weight, None, "int8")
-    else:
-        small = make_linear(weight, None, small_fmt)
-    approx = large if small_fmt == large_fmt and small_fmt != "int4" else SizedLinear(small, large)
-    return RefinedHead(approx, weight, top_k=64)
+        return RefinedHead(SizedLinear(small, large), weight)
+    if small_fmt == large_fmt:
+        return RefinedHead(large, weight)
+    return RefinedHead(SizedLinear(make_linear(weight, None, small_fmt), large), weight)
 
 
 def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear:

@@ -124,7 +124,8 @@ def _time_format(fmt: str, shapes: list[tuple[int, int]], rows: tuple[int, ...],
 
 
 def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[WeightPlan, dict]:
-    """Time every gated format on this machine for the model's shapes; the fastest per pass size wins."""
+    """Time every gated format on this machine for the model's shapes: the decode format is the fastest per
+    token over decode batches of 1, 8 and 32 rows, the prefill format the fastest at 128 rows."""
     per_layer = [(2 * intermediate, hidden), (hidden, intermediate), (hidden, hidden)]
     layer_params = sum(o * i for o, i in per_layer)
     copies = max(1, min(8, (48 << 20) // (4 * layer_params)))     # ~48 MB of fp32 weights

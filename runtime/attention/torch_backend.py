@@ -54,7 +54,7 @@ class TorchAttentionBackend(AttentionBackend):
         on_cpu = kv_pool.k_buffer.device.type == "cpu"
         if paged_decode is None:
             paged_decode = on_cpu and decode_attention_cpu.available()
-        self.paged_decode = decode_attention_cpu.decode_attention_arrays if paged_decode else None
+        self.paged_decode = decode_attention_cpu.paged_decode_attention if paged_decode else None
         if paged_decode:
             import numba
             numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
@@ -79,10 +79,11 @@ class TorchAttentionBackend(AttentionBackend):
         rows_cpu = fb.req_pool_indices.tolist()
         decode_b = [b for b, e in enumerate(fb.extend_lens_cpu) if e == 1]
         meta = TorchAttentionMetadata(None, None, None)
-        if decode_b and self.paged_decode is not None:
+        if decode_b:
             starts = torch.tensor(fb.extend_lens_cpu, device=device).cumsum(0) - torch.tensor(
                 fb.extend_lens_cpu, device=device)
             meta.decode_rows = starts[decode_b]
+        if decode_b and self.paged_decode is not None:
             meta.decode_req_rows = fb.req_pool_indices[decode_b].numpy()
             meta.decode_seq_lens = np.array([fb.seq_lens_cpu[b] for b in decode_b], dtype=np.int64)
             meta.decode_table = fb.req_to_token.numpy()
@@ -93,9 +94,6 @@ class TorchAttentionBackend(AttentionBackend):
             req_rows = fb.req_pool_indices[decode_b]
             slots = table[req_rows, :L].to(torch.int64)                              # [Bd, L]
             valid = torch.arange(L, device=device)[None, :] < seq[:, None]           # [Bd, L]
-            starts = torch.tensor(fb.extend_lens_cpu, device=device).cumsum(0) - torch.tensor(
-                fb.extend_lens_cpu, device=device)
-            meta.decode_rows = starts[decode_b]
             meta.decode_slots = torch.where(valid, slots, torch.zeros_like(slots))
             meta.decode_mask = valid[:, None, None, :]
         offset = 0
@@ -142,17 +140,8 @@ class TorchAttentionBackend(AttentionBackend):
                 layer_id: int) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
-            from sglite.kernels.decode_attention_cpu import merge_attention, shared_prefix_attention
-
-            start = 0 if m.prefix_slots is None else len(m.prefix_slots)
-            parts = self.paged_decode(q.float().contiguous().numpy(), self._k_bits[layer_id],
-                                      self._v_bits[layer_id], m.decode_table, m.decode_req_rows, m.decode_seq_lens,
-                                      scale, start=start)
-            out = torch.from_numpy(parts[0])
-            if start:
-                out = merge_attention(shared_prefix_attention(q, k_buf, v_buf, m.prefix_slots, scale),
-                                      tuple(torch.from_numpy(p) for p in parts))
-            return out.to(q.dtype)
+            return self.paged_decode(q, k_buf, v_buf, self._k_bits[layer_id], self._v_bits[layer_id],
+                                     m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots)
         shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
         keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
         values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)

@@ -24,7 +24,7 @@ class EngineConfig:
                                           # one per core; fewer when other busy processes share the cores)
     weights: str = "auto"                 # weight format: "auto" (measured per machine; a Model passed in keeps
                                           # its own), "fp32" | "bf16" | "int8" | "int4", or "int4+bf16"
-                                          # (decode passes + prefill passes); see runtime/weight_plan.py
+                                          # (decode rows + prefill rows); see runtime/weight_plan.py
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread

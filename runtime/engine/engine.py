@@ -41,7 +41,7 @@ class Engine:
         if cfg.num_threads is not None:
             torch.set_num_threads(cfg.num_threads)
         if isinstance(model, Model):
-            if cfg.weights != "auto" and str(model.net.plan) != str(WeightPlan.parse(cfg.weights)):
+            if cfg.weights != "auto" and model.net.plan != WeightPlan.parse(cfg.weights):
                 raise ValueError(f"Engine(weights={cfg.weights!r}) was given a Model loaded with weights "
                                  f"{str(model.net.plan)!r}; load it with load_model(weights={cfg.weights!r}) or "
                                  "pass the model path instead")

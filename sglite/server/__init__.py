@@ -3,10 +3,12 @@
     from sglite.server import create_app, ModelInfo, ServerThread
     app = create_app(engine, ModelInfo.from_engine(engine, name="my-model"), api_key=None)
 
-Endpoints (all errors are `{"error": {"message", "type", "param", "code"}}` with a 4xx/5xx status):
+Endpoints (all errors are `{"error": {"message", "type", "param", "code"}}` with a 4xx/5xx status; a request the
+engine refuses keeps its `RequestError`'s code and param, the latter as the client named it):
     POST /v1/chat/completions   messages via the model's chat template; max_tokens (max_completion_tokens),
                                 temperature, top_p, stop, seed, n, logprobs/top_logprobs, stream (SSE, `[DONE]`),
-                                stream_options.include_usage, response_format (json_schema | json_object), and
+                                stream_options.include_usage, response_format (json_object | json_schema, whose
+                                `strict: true` closes every object, as OpenAI's strict mode does), and
                                 SGLang's extras: regex, json_schema, ebnf, top_k, min_p, repetition_penalty,
                                 min_tokens, ignore_eos, stop_token_ids, skip_special_tokens, no_stop_trim
     POST /v1/completions        prompt (str | [str] | [int] | [[int]]), echo, logprobs (0-5), same extras
@@ -14,7 +16,7 @@ Endpoints (all errors are `{"error": {"message", "type", "param", "code"}}` with
     POST /generate              Engine.generate's arguments (see native_api.py for the stream format)
     GET  /health, GET /get_model_info, GET /get_server_info, POST /flush_cache, GET /metrics (Prometheus)
 
-Files: app.py (routes, error rendering), protocol.py (request bodies), openai_api.py + openai_format.py,
+Files: app.py (routes, error rendering), bodies.py (request bodies), openai_api.py + openai_format.py,
 native_api.py, engine_client.py (the only code that talks to the engine), sse.py, middleware.py (API key,
 body limit, status counts), metrics.py, launch.py (`sglite serve`, ServerThread).
 """

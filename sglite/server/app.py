@@ -2,7 +2,7 @@
 
     app = create_app(engine, ModelInfo.from_engine(engine, name="my-model"), api_key=None)
 
-Handlers only await the engine's async streams (see engine_client.py); nothing here blocks the engine loop."""
+Handlers only await engine streams (see engine_client.py); nothing here blocks the event loop."""
 from __future__ import annotations
 
 import asyncio
@@ -16,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from .bodies import ChatCompletionRequest, CompletionRequest, GenerateBody
 from .engine_client import EngineClient
 from .errors import APIError
 from .metrics import ServerMetrics
@@ -23,15 +24,15 @@ from .middleware import GuardMiddleware
 from .model_info import ModelInfo
 from .native_api import NativeServing
 from .openai_api import OpenAIServing
-from .protocol import ChatCompletionRequest, CompletionRequest, GenerateRequest
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
 def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str | None = None,
                max_body_bytes: int = DEFAULT_MAX_BODY_BYTES, max_pending: int | None = None) -> FastAPI:
-    """An ASGI app serving `engine`, which must already run its loop in a background thread. `max_pending`:
-    engine requests in flight past which new ones get a 503 (None: no limit)."""
+    """An ASGI app serving `engine`: a `protocol.EngineAPI` whose handles can be iterated on the server's event
+    loop (the real Engine with background=True), plus `flush_cache()` and, optionally, `get_stats()`.
+    `max_pending`: engine samples in flight past which new requests get a 503 (None: no limit)."""
     info = model_info or ModelInfo.from_engine(engine)
     get_stats = getattr(engine, "get_stats", None)
     metrics = ServerMetrics(get_stats)
@@ -68,7 +69,7 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
 
     @app.post("/generate")
     async def generate(request: Request) -> Response:
-        return await native.generate(await parse_body(request, GenerateRequest), request)
+        return await native.generate(await parse_body(request, GenerateBody), request)
 
     @app.get("/health")
     async def health() -> Response:

@@ -5,10 +5,13 @@ Counters and histograms are updated by the request path; engine state (queue len
 rate) is read from `engine.get_stats()` at scrape time by a custom collector."""
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
+
+from sglite.protocol import StreamChunk
 
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _TOKEN_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5)
@@ -101,3 +104,31 @@ class ServerMetrics:
         from prometheus_client import generate_latest
 
         return generate_latest(self.registry)
+
+
+class RequestClock:
+    """Times one engine sample from its submission (first token, each later token, the end) and counts its
+    tokens when it finishes."""
+
+    def __init__(self, metrics: ServerMetrics | None):
+        self.metrics = metrics
+        self.t0 = self.t_last = time.perf_counter()
+        self.first = True
+
+    def on_chunk(self, chunk: StreamChunk) -> None:
+        m, n = self.metrics, len(chunk.new_token_ids)
+        if m is None:
+            return
+        now = time.perf_counter()
+        if n:
+            if self.first:
+                m.ttft.observe(now - self.t0)
+            else:
+                m.tpot.observe((now - self.t_last) / n)
+            self.first, self.t_last = False, now
+        if chunk.finished:
+            m.prompt_tokens.inc(chunk.prompt_tokens)
+            m.generation_tokens.inc(chunk.completion_tokens)
+            m.cached_tokens.inc(chunk.cached_tokens)
+            m.finished.labels(reason=chunk.finish_reason.kind.value).inc()
+            m.e2e_latency.observe(now - self.t0)

@@ -1,11 +1,11 @@
-"""OpenAI-compatible `/v1/chat/completions` and `/v1/completions`: request -> engine calls -> response.
+"""OpenAI-compatible `/v1/chat/completions` and `/v1/completions`: request -> GenerateRequests -> response.
 
-Each of the `n` choices is its own engine request (sharing the prompt through the prefix cache); with a
-`seed`, choice i uses seed + i so the choices differ but the response is reproducible."""
+A prompt's `n` choices are the samples of one engine request (they share its prompt); a streamed request
+with n > 1 is sent as n one-sample requests (see `make_requests`). With a `seed`, choice i uses seed + i, so
+the choices differ but the response is reproducible, streamed or not."""
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 from typing import Any, AsyncIterator
@@ -13,18 +13,20 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .engine_client import GenerateCall, RequestStream, EngineClient, collect
-from .errors import APIError, bad_request
+from sglite.protocol import GenerateRequest, RequestError, SamplingParams
+
+from .bodies import ChatCompletionRequest, CompletionRequest
+from .engine_client import EngineClient, RequestStream, collect, make_requests
+from .errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_error
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
-from .protocol import ChatCompletionRequest, CompletionRequest
-from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_deltas, sse_body, sse_event
+from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
 
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
 _PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
                 "repetition_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens", "no_stop_trim",
-                "regex", "ebnf")
+                "regex", "json_schema", "ebnf", "seed", "n")
 
 
 class OpenAIServing:
@@ -41,25 +43,28 @@ class OpenAIServing:
             raise bad_request("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
         prompt_ids = await self._encode(self._render_chat(req), "messages")
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-        params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
-        calls = self._calls(req, params, prompt_ids, return_logprob=req.logprobs, top=req.top_logprobs or 0,
-                            prompt_param="messages")
-        streams = await self._start(req, calls)
+        try:
+            params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
+            requests = make_requests(params, req.stream, input_ids=prompt_ids, return_logprob=req.logprobs,
+                                     top_logprobs_num=req.top_logprobs or 0,
+                                     logprob_start_len=len(prompt_ids) if req.logprobs else None)
+            streams = await self.client.start(requests)
+        except RequestError as e:
+            raise from_request_error(e, self._names(req, "messages")) from None
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return SSEResponse(sse_body(self._chat_events(streams, rid, created, req.logprobs, include_usage), streams))
-        results = await collect(streams, request)
         choices = []
-        for i, s in enumerate(results):
-            choice = {"index": i, "message": {"role": "assistant", "content": s.acc.text},
+        for i, s in enumerate(await collect(streams, request)):
+            choice = {"index": i, "message": {"role": "assistant", "content": s.output.text},
                       "logprobs": None, "finish_reason": finish_reason(s), "matched_stop": matched_stop(s)}
             if req.logprobs:
-                choice["logprobs"] = {"content": self.logprobs.chat(s.acc.output_token_logprobs,
-                                                                     s.acc.output_top_logprobs)}
+                choice["logprobs"] = {"content": self.logprobs.chat(s.output.output_token_logprobs or (),
+                                                                     s.output.output_top_logprobs or ())}
             choices.append(choice)
         return _json({"id": rid, "object": "chat.completion", "created": created, "model": self.info.name,
-                      "choices": choices, "usage": usage(results)})
+                      "choices": choices, "usage": usage(streams)})
 
     def _render_chat(self, req: ChatCompletionRequest) -> str:
         messages = []
@@ -93,15 +98,15 @@ class OpenAIServing:
         for i in range(len(streams)):
             yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
                           "finish_reason": None}])
-        async for i, d in merge_deltas(streams):
+        async for i, c in merge_chunks(streams):
             if i == IDLE:
                 yield SSE_KEEPALIVE
-            elif d is None:
+            elif c is None:
                 yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish_reason(streams[i]),
                               "matched_stop": matched_stop(streams[i])}])
-            elif d.text or (logprobs and d.token_logprobs):
-                lp = {"content": self.logprobs.chat(d.token_logprobs, d.top_logprobs)} if logprobs else None
-                yield chunk([{"index": i, "delta": {"content": d.text}, "logprobs": lp, "finish_reason": None}])
+            elif c.text_delta or (logprobs and c.new_token_logprobs):
+                lp = {"content": self.logprobs.chat(c.new_token_logprobs, c.new_top_logprobs)} if logprobs else None
+                yield chunk([{"index": i, "delta": {"content": c.text_delta}, "logprobs": lp, "finish_reason": None}])
         if include_usage:
             yield chunk([], usage=usage(streams))
 
@@ -121,53 +126,57 @@ class OpenAIServing:
         if not prompts:
             raise bad_request("'prompt' is empty", param="prompt")
         all_ids = [p if isinstance(p, list) else await self._encode(p, "prompt") for p in prompts]
-        want_lp = req.logprobs is not None
-        calls: list[GenerateCall] = []
-        for ids in all_ids:
-            self._check_ids(ids)
-            params = self._sampling_params(req, len(ids), req.max_tokens, "prompt", default_max_tokens=16)
-            calls += self._calls(req, params, ids, return_logprob=want_lp, top=req.logprobs or 0,
-                                 echo=req.echo and want_lp, prompt_param="prompt")
-        streams = await self._start(req, calls)
+        want_lp, echo = req.logprobs is not None, req.echo and req.logprobs is not None
+        requests: list[GenerateRequest] = []
+        try:
+            for ids in all_ids:
+                self._check_ids(ids)
+                params = self._sampling_params(req, len(ids), req.max_tokens, "prompt", default_max_tokens=16)
+                requests += make_requests(params, req.stream, input_ids=ids, return_logprob=want_lp,
+                                          top_logprobs_num=req.logprobs or 0,
+                                          logprob_start_len=(0 if echo else len(ids)) if want_lp else None)
+            streams = await self.client.start(requests)
+        except RequestError as e:
+            raise from_request_error(e, self._names(req, "prompt")) from None
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return SSEResponse(sse_body(self._completion_events(streams, rid, created, want_lp, include_usage), streams))
-        results = await collect(streams, request)
+            events = self._completion_events(streams, rid, created, want_lp, include_usage, req.n)
+            return SSEResponse(sse_body(events, streams))
         choices = []
-        for i, s in enumerate(results):
-            prefix = self.info.tokenizer.decode(calls[i].input_ids) if req.echo else ""
+        for i, s in enumerate(await collect(streams, request)):
+            out = s.output
+            prefix = self.info.tokenizer.decode(list(s.request.input_ids)) if req.echo else ""
             lp = None
             if want_lp:
-                pairs = s.acc.output_token_logprobs
-                tops = s.acc.output_top_logprobs
+                pairs, tops = list(out.output_token_logprobs or ()), list(out.output_top_logprobs or ())
                 if req.echo:
-                    pairs = list(s.acc.meta_info.get("input_token_logprobs") or []) + pairs
-                    tops = list(s.acc.meta_info.get("input_top_logprobs") or []) + tops
+                    pairs = list(out.input_token_logprobs or ()) + pairs
+                    tops = list(out.input_top_logprobs or ()) + tops
                 lp = self.logprobs.completion(pairs, tops, len(prefix) if not req.echo else 0)
-            choices.append({"index": i, "text": prefix + s.acc.text, "logprobs": lp, "finish_reason": finish_reason(s),
+            choices.append({"index": i, "text": prefix + out.text, "logprobs": lp, "finish_reason": finish_reason(s),
                             "matched_stop": matched_stop(s)})
         return _json({"id": rid, "object": "text_completion", "created": created, "model": self.info.name,
-                      "choices": choices, "usage": usage(results, per_prompt=req.n)})
+                      "choices": choices, "usage": usage(streams, per_prompt=req.n)})
 
     async def _completion_events(self, streams: list[RequestStream], rid: str, created: int, want_lp: bool,
-                                 include_usage: bool) -> AsyncIterator[bytes]:
+                                 include_usage: bool, n: int) -> AsyncIterator[bytes]:
         def chunk(choices: list[dict], **extra: Any) -> bytes:
             return sse_event({"id": rid, "object": "text_completion", "created": created, "model": self.info.name,
                               "choices": choices, **extra})
         offsets = [0] * len(streams)
-        async for i, d in merge_deltas(streams):
+        async for i, c in merge_chunks(streams):
             if i == IDLE:
                 yield SSE_KEEPALIVE
-            elif d is None:
+            elif c is None:
                 yield chunk([{"index": i, "text": "", "logprobs": None, "finish_reason": finish_reason(streams[i]),
                               "matched_stop": matched_stop(streams[i])}])
-            elif d.text or (want_lp and d.token_logprobs):
-                lp = self.logprobs.completion(d.token_logprobs, d.top_logprobs, offsets[i]) if want_lp else None
-                offsets[i] += len(d.text)
-                yield chunk([{"index": i, "text": d.text, "logprobs": lp, "finish_reason": None}])
+            elif c.text_delta or (want_lp and c.new_token_logprobs):
+                lp = self.logprobs.completion(c.new_token_logprobs, c.new_top_logprobs, offsets[i]) if want_lp else None
+                offsets[i] += len(c.text_delta)
+                yield chunk([{"index": i, "text": c.text_delta, "logprobs": lp, "finish_reason": None}])
         if include_usage:
-            yield chunk([], usage=usage(streams))
+            yield chunk([], usage=usage(streams, per_prompt=n))
 
     # --- shared -----------------------------------------------------------------------------------------------
     async def _encode(self, text: str, param: str) -> list[int]:
@@ -184,22 +193,29 @@ class OpenAIServing:
         if bad:
             raise bad_request(f"token ids must be in [0, {vocab}), got {bad[:5]}", param="prompt")
 
+    @staticmethod
+    def _names(req: ChatCompletionRequest | CompletionRequest, prompt_param: str) -> dict[str, str]:
+        """Engine param names -> the fields of this request (a schema from response_format is named so)."""
+        names = {**OPENAI_PARAM_NAMES, "prompt": prompt_param, "input_ids": prompt_param}
+        if req.response_format is not None and req.json_schema is None:
+            names["json_schema"] = "response_format"
+        return names
+
     def _sampling_params(self, req: ChatCompletionRequest | CompletionRequest, prompt_len: int,
                          max_tokens: int | None, prompt_param: str, default_max_tokens: int | None = None
-                         ) -> dict[str, Any]:
+                         ) -> SamplingParams:
+        """The request's SamplingParams; raises RequestError (engine names) or APIError."""
         ctx = self.info.max_context
         if prompt_len >= ctx:
             raise APIError(400, f"the prompt has {prompt_len} tokens but the model's context length is {ctx}; "
                            "shorten the prompt", param=prompt_param, code="context_length_exceeded")
         if max_tokens is None:
             max_tokens = ctx - prompt_len if default_max_tokens is None else min(default_max_tokens, ctx - prompt_len)
-        elif max_tokens < 0:
-            raise bad_request(f"'max_tokens' must be >= 0, got {max_tokens}", param="max_tokens")
-        elif prompt_len + max_tokens > ctx:
+        elif max_tokens >= 0 and prompt_len + max_tokens > ctx:
             raise APIError(400, f"the prompt ({prompt_len} tokens) plus max_tokens ({max_tokens}) exceeds the model's "
                            f"context length of {ctx}; lower max_tokens or shorten the prompt", param="max_tokens",
                            code="context_length_exceeded")
-        if not 1 <= req.n <= MAX_N:
+        if not req.n <= MAX_N:
             raise bad_request(f"'n' must be between 1 and {MAX_N}, got {req.n}", param="n")
         if req.logit_bias:
             raise bad_request("'logit_bias' is not supported", param="logit_bias")
@@ -207,13 +223,6 @@ class OpenAIServing:
         if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
             raise bad_request(f"'top_logprobs' must be between 0 and {MAX_TOP_LOGPROBS}, got {top}",
                               param="top_logprobs")
-        params: dict[str, Any] = {"max_new_tokens": max_tokens}
-        for key in _PASSTHROUGH:
-            value = getattr(req, key)
-            if value is not None:
-                params[key] = value
-        if req.min_tokens is not None:
-            params["min_new_tokens"] = req.min_tokens
         sources = [k for k in ("regex", "json_schema", "ebnf") if getattr(req, k) is not None]
         schema = response_format_schema(req.response_format)
         if schema is not None:
@@ -221,34 +230,11 @@ class OpenAIServing:
         if len(sources) > 1:
             raise bad_request(f"set only one of regex, json_schema, ebnf and response_format (got {sources})",
                               param=sources[-1])
-        if req.json_schema is not None:
-            params["json_schema"] = req.json_schema if isinstance(req.json_schema, str) else json.dumps(req.json_schema)
+        params = {key: getattr(req, key) for key in _PASSTHROUGH}
+        params.update(max_new_tokens=max_tokens, min_new_tokens=req.min_tokens)
         if schema is not None:
             params["json_schema"] = schema
-        return params
-
-    async def _start(self, req: Any, calls: list[GenerateCall]) -> list[RequestStream]:
-        try:
-            return await self.client.start_all(calls)
-        except APIError as e:
-            if e.param == "json_schema" and req.response_format is not None and req.json_schema is None:
-                e.param = "response_format"
-            raise
-
-    def _calls(self, req: Any, params: dict, ids: list[int], return_logprob: bool, top: int,
-               echo: bool = False, prompt_param: str = "prompt") -> list[GenerateCall]:
-        calls = []
-        for i in range(req.n):
-            p = dict(params)
-            if req.seed is not None:
-                p["seed"] = req.seed + i
-            calls.append(GenerateCall(sampling_params=p, input_ids=ids, return_logprob=return_logprob,
-                                      logprob_start_len=(0 if echo else len(ids)) if return_logprob else None,
-                                      top_logprobs_num=top, engine_stream=req.stream or not return_logprob,
-                                      prompt_param=prompt_param))
-        return calls
-
-
+        return SamplingParams.from_dict(params)
 
 
 def _json(body: dict) -> Response:

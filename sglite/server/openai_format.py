@@ -2,13 +2,14 @@
 usage counts, finish reasons, and the JSON schema a `response_format` asks for."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from sglite.protocol import closed_schema
+
+from .bodies import ResponseFormat
 from .engine_client import RequestStream
 from .errors import bad_request
 from .model_info import ModelInfo
-from .protocol import ResponseFormat
 
 
 class LogprobFormatter:
@@ -45,31 +46,36 @@ class LogprobFormatter:
                 "text_offset": text_offset}
 
 
-def response_format_schema(fmt: ResponseFormat | None) -> str | None:
+def response_format_schema(fmt: ResponseFormat | None) -> dict[str, Any] | None:
+    """The JSON schema a response_format asks for. `strict: true` means what it means to OpenAI: objects are
+    closed (`closed_schema`: no properties beyond those listed), so the schema the openai SDK sends for a
+    pydantic model (`chat.completions.parse(response_format=Model)`) compiles to the same grammar as
+    `protocol.json_schema_text(Model)`. Without strict the schema is compiled as given (JSON Schema's own
+    default: other properties allowed)."""
     if fmt is None or fmt.type == "text":
         return None
     if fmt.type == "json_object":
-        return json.dumps({"type": "object"})
+        return {"type": "object"}
     if fmt.json_schema is None or fmt.json_schema.schema_ is None:
         raise bad_request("response_format of type 'json_schema' needs json_schema.schema",
                           param="response_format.json_schema")
-    return json.dumps(fmt.json_schema.schema_)
+    schema = fmt.json_schema.schema_
+    return closed_schema(schema) if fmt.json_schema.strict else schema
 
 
-def finish_reason(s: RequestStream) -> str | None:
-    return s.acc.finish_type
+def finish_reason(s: RequestStream) -> str:
+    return s.last.finish_reason.kind.value
 
 
 def matched_stop(s: RequestStream) -> Any:
-    reason = s.acc.meta_info.get("finish_reason")
-    return reason.get("matched") if isinstance(reason, dict) else None
+    return s.last.finish_reason.matched
 
 
 def usage(streams: list[RequestStream], per_prompt: int | None = None) -> dict[str, Any]:
     """OpenAI counts a prompt once however many choices it has."""
     per_prompt = per_prompt or len(streams)
-    prompt = sum(int(s.acc.meta_info.get("prompt_tokens") or 0) for s in streams[::per_prompt])
-    completion = sum(int(s.acc.meta_info.get("completion_tokens") or len(s.acc.output_ids)) for s in streams)
-    cached = sum(int(s.acc.meta_info.get("cached_tokens") or 0) for s in streams[::per_prompt])
+    prompt = sum(s.last.prompt_tokens for s in streams[::per_prompt])
+    completion = sum(s.last.completion_tokens for s in streams)
+    cached = sum(s.last.cached_tokens for s in streams[::per_prompt])
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
             "prompt_tokens_details": {"cached_tokens": cached}}

@@ -11,7 +11,9 @@ import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from .engine_client import Delta, RequestStream
+from sglite.protocol import StreamChunk
+
+from .engine_client import RequestStream
 from .errors import APIError
 
 NEG_INF_LOGPROB = -9999.0  # what OpenAI's API sends for a logprob of -inf
@@ -73,21 +75,21 @@ class SSEResponse(StreamingResponse):
                     await aclose()
 
 
-IDLE = -1  # index merge_deltas yields when nothing arrived for `idle_s` (time for an SSE keep-alive comment)
+IDLE = -1  # index merge_chunks yields when nothing arrived for `idle_s` (time for an SSE keep-alive comment)
 SSE_KEEPALIVE = b": keep-alive\n\n"
 
 
-async def merge_deltas(streams: list[RequestStream], idle_s: float = 15.0
-                       ) -> AsyncIterator[tuple[int, Delta | None]]:
-    """Interleaves the deltas of several streams as (index, delta); (index, None) marks that stream's end, and
+async def merge_chunks(streams: list[RequestStream], idle_s: float = 15.0
+                       ) -> AsyncIterator[tuple[int, StreamChunk | None]]:
+    """Interleaves the chunks of several streams as (index, delta); (index, None) marks that stream's end, and
     (IDLE, None) that nothing came for `idle_s` seconds (a long queue or prefill), so proxies and clients can
     be kept from timing the connection out. An engine error in any stream is re-raised here."""
     queue: asyncio.Queue = asyncio.Queue()
 
     async def pump(i: int, s: RequestStream) -> None:
         try:
-            async for d in s.deltas():
-                queue.put_nowait((i, d))
+            async for c in s.chunks():
+                queue.put_nowait((i, c))
             queue.put_nowait((i, None))
         except Exception as e:
             queue.put_nowait((i, e))

@@ -1,18 +1,69 @@
-"""A stand-in Engine with the contract's shape (docs/DESIGN.md, "Engine"), for server tests that must not depend
-on the real scheduler: a thread emits one token per step for each running request, and slot use is tracked so
-tests can check that aborts free everything."""
+"""A stand-in engine implementing `sglite.protocol.EngineAPI`, for server tests that must not depend on the real
+scheduler: a thread emits one word token per step for each running sample, and slot use is tracked so tests
+can check that aborts free everything. Validation is protocol's (SamplingParams, GenerateRequest) plus what
+only an engine knows: the context, the pool, and a stand-in grammar compiler (Python's `re`)."""
 from __future__ import annotations
 
 import asyncio
-import itertools
+import queue
+import re
 import threading
 import time
-from typing import Any
+from typing import Any, AsyncIterator, Iterator
 
-KNOWN_KEYS = {"max_new_tokens", "min_new_tokens", "temperature", "top_p", "top_k", "min_p", "frequency_penalty",
-              "presence_penalty", "repetition_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens",
-              "no_stop_trim", "n", "seed", "regex", "json_schema", "ebnf"}
-WORDS = " the quick brown fox jumps over a lazy dog and runs away".split(" ")
+from sglite.protocol import (ABORT_BY_CLIENT, ABORT_SHUTDOWN, FinishReason, GenerateOutput, GenerateRequest,
+                             RequestError, StreamChunk)
+
+WORDS = "the quick brown fox jumps over a lazy dog and runs away".split()
+
+
+class FakeHandle:
+    """One sample: chunks go through an asyncio.Queue on `loop`, or a queue.Queue without one."""
+
+    def __init__(self, rid: str, loop: asyncio.AbstractEventLoop | None):
+        self.rid = rid
+        self._loop = loop
+        self._queue: Any = asyncio.Queue() if loop is not None else queue.Queue()
+        self._done = threading.Event()
+        self._output: GenerateOutput | None = None
+
+    def push(self, chunk: StreamChunk, output: GenerateOutput | None) -> None:
+        """Engine thread: the next chunk; `output` with the last one."""
+        if output is not None:
+            self._output = output
+            self._done.set()
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+        else:
+            self._queue.put(chunk)
+
+    def __iter__(self) -> Iterator[StreamChunk]:
+        if self._loop is not None:
+            raise TypeError("submitted with an event loop: use `async for`")
+        while not (chunk := self._queue.get()).finished:
+            yield chunk
+        yield chunk
+
+    async def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        if self._loop is None:
+            raise TypeError("submitted without an event loop: use `for`")
+        while not (chunk := await self._queue.get()).finished:
+            yield chunk
+        yield chunk
+
+    def output(self) -> GenerateOutput:
+        self._done.wait()
+        return self._output
+
+
+class _Sample:
+    def __init__(self, rid: str, request: GenerateRequest, ids: tuple[int, ...], handle: FakeHandle):
+        self.rid, self.request, self.ids, self.handle = rid, request, ids, handle
+        self.out: list[int] = []
+        self.text = ""
+        self.logprobs: list[tuple] = []
+        self.tops: list[list[tuple]] = []
+        self.abort: FinishReason | None = None
 
 
 class FakeEngine:
@@ -22,63 +73,51 @@ class FakeEngine:
         self.step_s = step_s
         self.total_slots = total_slots
         self.used_slots = 0
-        self._ids = itertools.count()
         self._lock = threading.Lock()
-        self._running: dict[str, dict] = {}
+        self._running: dict[str, _Sample] = {}
         self._stop = threading.Event()
+        self._closed = False
+        self._word_ids = [tokenizer.encode(" " + w)[0] for w in WORDS]
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
-        self._word_ids = [tokenizer.encode(" " + w)[0] for w in WORDS if w]
 
-    # --- contract ---
-    async def async_generate(self, prompt=None, sampling_params=None, input_ids=None, return_logprob=False,
-                             logprob_start_len=None, top_logprobs_num=0, stream=False):
-        params = dict(sampling_params or {})
-        unknown = set(params) - KNOWN_KEYS
-        if unknown:
-            raise ValueError(f"unknown sampling parameter {sorted(unknown)[0]!r}")
-        if params.get("temperature", 1.0) < 0:
-            raise ValueError(f"temperature must be >= 0, got {params['temperature']}")
-        if "regex" in params and params["regex"].count("(") != params["regex"].count(")"):
-            raise ValueError(f"regex {params['regex']!r} does not compile: unbalanced parenthesis")
-        ids = input_ids if input_ids is not None else self.tokenizer.encode(prompt)
+    # --- EngineAPI ---
+    def submit(self, request: GenerateRequest, loop: asyncio.AbstractEventLoop | None = None) -> list[FakeHandle]:
+        if self._closed:
+            raise RuntimeError("the engine is shut down")
+        ids = request.input_ids if request.input_ids is not None else tuple(self.tokenizer.encode(request.text))
+        param = "prompt" if request.text is not None else "input_ids"
+        if not ids:
+            raise RequestError(param, "invalid_value", "the prompt is empty")
+        if any(not 0 <= t < self.tokenizer.vocab_size for t in ids):
+            raise RequestError("input_ids", "invalid_value", "input_ids holds ids outside the vocabulary")
         if len(ids) >= self.max_context:
-            raise ValueError(f"prompt of {len(ids)} tokens exceeds max_context {self.max_context}")
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-        rid = f"fake-{next(self._ids)}"
-        req = {"rid": rid, "ids": ids, "max": params.get("max_new_tokens", 128), "out": [], "loop": loop,
-               "queue": queue, "abort": False, "lp": return_logprob, "top": top_logprobs_num}
+            raise RequestError(param, "context_length_exceeded",
+                               f"the prompt has {len(ids)} tokens; the context holds {self.max_context}")
+        p = request.params
+        if len(ids) + p.max_new_tokens > self.total_slots:
+            raise RequestError("max_new_tokens", "context_length_exceeded", "prompt + max_new_tokens exceeds the pool")
+        if p.regex is not None:
+            try:
+                re.compile(p.regex)
+            except re.error as e:
+                raise RequestError("regex", "invalid_grammar", f"regex does not compile: {e}") from None
+        samples = [_Sample(rid, request, ids, FakeHandle(rid, loop)) for rid in request.sample_ids()]
         with self._lock:
-            self.used_slots += len(ids)
-            self._running[rid] = req
-        if stream:
-            return self._stream(queue)
-        last = None
-        async for chunk in self._stream(queue):
-            if last is None:
-                last = chunk
-            else:
-                last["text"] += chunk["text"]
-                for key in ("output_token_logprobs", "output_top_logprobs"):
-                    if key in chunk["meta_info"]:
-                        chunk["meta_info"][key] = last["meta_info"][key] + chunk["meta_info"][key]
-                last["meta_info"] = chunk["meta_info"]
-        last["output_ids"] = list(req["out"])
-        return last
-
-    async def _stream(self, queue: asyncio.Queue):
-        while True:
-            chunk = await queue.get()
-            yield chunk
-            if chunk["meta_info"]["finish_reason"]:
-                return
+            if any(s.rid in self._running for s in samples):
+                raise RequestError("rid", "invalid_value", f"request id {request.rid!r} is already in flight")
+            for s in samples:
+                self.used_slots += len(ids)
+                self._running[s.rid] = s
+        return [s.handle for s in samples]
 
     def abort(self, rid: str) -> None:
         with self._lock:
-            if rid in self._running:
-                self._running[rid]["abort"] = True
+            for s in self._running.values():
+                if s.rid == rid or s.rid.startswith(rid + "-"):
+                    s.abort = s.abort or FinishReason.abort(ABORT_BY_CLIENT, "aborted by request")
 
+    # --- the rest of Engine's surface the server uses ---
     def flush_cache(self) -> bool:
         return True
 
@@ -88,6 +127,11 @@ class FakeEngine:
                     "pool_free_tokens": self.total_slots - self.used_slots, "cache_hit_rate": 0.0}
 
     def shutdown(self) -> None:
+        self._closed = True
+        with self._lock:
+            for s in self._running.values():
+                s.abort = FinishReason.abort(ABORT_SHUTDOWN, "engine shut down")
+        time.sleep(5 * self.step_s)
         self._stop.set()
         self._thread.join(timeout=5)
 
@@ -96,27 +140,34 @@ class FakeEngine:
         while not self._stop.is_set():
             time.sleep(self.step_s)
             with self._lock:
-                reqs = list(self._running.values())
-            for r in reqs:
-                finish = None
-                if r["abort"]:
-                    finish = {"type": "abort", "matched": None}
-                    new = []
-                else:
-                    new = [self._word_ids[len(r["out"]) % len(self._word_ids)]]
-                    r["out"] += new
-                    with self._lock:
-                        self.used_slots += 1
-                    if len(r["out"]) >= r["max"]:
-                        finish = {"type": "length", "matched": None}
-                meta = {"id": r["rid"], "prompt_tokens": len(r["ids"]), "completion_tokens": len(r["out"]),
-                        "cached_tokens": 0, "finish_reason": finish, "e2e_latency": 0.0}
-                if r["lp"]:
-                    meta["output_token_logprobs"] = [(-0.5, t, None) for t in new]
-                    meta["output_top_logprobs"] = [[(-0.5, t, None)] * r["top"] for t in new]
-                chunk = {"text": self.tokenizer.decode(new), "output_ids": new, "meta_info": meta}
-                if finish:
-                    with self._lock:
-                        self.used_slots -= len(r["ids"]) + len(r["out"])
-                        del self._running[r["rid"]]
-                r["loop"].call_soon_threadsafe(r["queue"].put_nowait, chunk)
+                samples = list(self._running.values())
+            for s in samples:
+                self._step(s)
+
+    def _step(self, s: _Sample) -> None:
+        finish, new = s.abort, ()
+        if finish is None:
+            new = (self._word_ids[len(s.out) % len(self._word_ids)],)
+            s.out += new
+            with self._lock:
+                self.used_slots += 1
+            if len(s.out) >= s.request.params.max_new_tokens:
+                finish = FinishReason.length()
+        text = self.tokenizer.decode(list(new))
+        s.text += text
+        r = s.request
+        lps = tuple((-0.5, t, None) for t in new) if r.return_logprob else ()
+        tops = tuple([(-0.5, t, None)] * r.top_logprobs_num for t in new) if r.return_logprob else ()
+        s.logprobs += lps
+        s.tops += tops
+        chunk = StreamChunk(s.rid, text, new, lps, tops, prompt_tokens=len(s.ids), completion_tokens=len(s.out),
+                            finish_reason=finish)
+        output = None
+        if finish is not None:
+            with self._lock:
+                self.used_slots -= len(s.ids) + len(s.out)
+                del self._running[s.rid]
+            output = GenerateOutput(s.rid, s.text, tuple(s.out), finish, len(s.ids),
+                                    output_token_logprobs=tuple(s.logprobs) if r.return_logprob else None,
+                                    output_top_logprobs=tuple(s.tops) if r.return_logprob else None)
+        s.handle.push(chunk, output)

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from sglite.protocol import ABORT_INTERNAL, ABORT_SHUTDOWN, FinishReason
+
 
 def test_health_and_model_info(http, engine_and_info):
     assert http.get("/health").status_code == 200
@@ -86,25 +90,38 @@ def test_health_answers_while_streaming(server, http):
         assert time.perf_counter() - t0 < 2.0
 
 
-def test_engine_side_abort_is_an_error(http, engine_and_info, monkeypatch):
-    """A request the engine aborts on its own (not the client) must not look like a finished response."""
-    from sglite.server.engine_client import Accumulated
+def _finish_every_request_with(monkeypatch, engine, reason):
+    """Makes each sample's last chunk arrive with `reason`, as if the engine had ended it so on its own."""
+    import dataclasses
 
-    real_add = Accumulated.add
+    real_submit = engine.submit
 
-    def add(self, chunk):
-        meta = chunk.get("meta_info") or {}
-        if meta.get("finish_reason"):
-            chunk = {**chunk, "meta_info": {**meta, "finish_reason": {"type": "abort", "matched": None,
-                                                                      "message": "internal error: boom"}}}
-        return real_add(self, chunk)
-    monkeypatch.setattr(Accumulated, "add", add)
+    class Handle:
+        def __init__(self, h):
+            self.h, self.rid = h, h.rid
+
+        async def __aiter__(self):
+            async for chunk in self.h:
+                yield dataclasses.replace(chunk, finish_reason=reason) if chunk.finished else chunk
+
+        def output(self):
+            return dataclasses.replace(self.h.output(), finish_reason=reason)
+
+    monkeypatch.setattr(engine, "submit", lambda request, loop=None: [Handle(h) for h in real_submit(request, loop)])
+
+
+@pytest.mark.parametrize("code, status", [(ABORT_INTERNAL, 500), (ABORT_SHUTDOWN, 503)])
+def test_engine_side_abort_is_an_error(http, engine_and_info, monkeypatch, code, status):
+    """A request the engine aborts on its own (not the client) must not look like a finished response; the
+    status comes from FinishReason.code (shutdown: 503), never from the message text."""
+    _finish_every_request_with(monkeypatch, engine_and_info[0], FinishReason.abort(code, "boom"))
     r = http.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 2}})
-    assert r.status_code == 500 and "boom" in r.json()["error"]["message"]
+    assert r.status_code == status and "boom" in r.json()["error"]["message"]
     with http.stream("POST", "/generate", json={"text": "x", "sampling_params": {"max_new_tokens": 2},
                                                 "stream": True}) as s:
         events = [ln for ln in s.iter_lines() if ln.startswith("data: ")]
     assert "boom" in events[-2] and events[-1] == "data: [DONE]"
+    assert json.loads(events[-2][len("data: "):])["error"]["code"] == ("shutting_down" if status == 503 else code)
 
 
 def test_generate_n_samples(http):

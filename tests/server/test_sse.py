@@ -4,24 +4,24 @@ from __future__ import annotations
 import asyncio
 import json
 
-from sglite.server.engine_client import Delta
-from sglite.server.sse import IDLE, dumps, merge_deltas
+from sglite.protocol import StreamChunk
+from sglite.server.sse import IDLE, dumps, merge_chunks
 
 
 class _SlowStream:
     def __init__(self, delay: float, n: int):
         self.delay, self.n = delay, n
 
-    async def deltas(self):
+    async def chunks(self):
         for k in range(self.n):
             await asyncio.sleep(self.delay)
-            yield Delta(str(k), [k], [], [])
+            yield StreamChunk("r", str(k), (k,))
 
 
-def test_merge_deltas_idles_then_interleaves():
+def test_merge_chunks_idles_then_interleaves():
     async def run():
-        return [(i, d.text if d else None) async for i, d in merge_deltas([_SlowStream(0.2, 1), _SlowStream(0.25, 1)],
-                                                                        idle_s=0.05)]
+        streams = [_SlowStream(0.2, 1), _SlowStream(0.25, 1)]
+        return [(i, c.text_delta if c else None) async for i, c in merge_chunks(streams, idle_s=0.05)]
     out = asyncio.run(run())
     assert out[0] == (IDLE, None)
     real = [x for x in out if x[0] != IDLE]

@@ -1,4 +1,4 @@
-"""Request bodies the server accepts, as pydantic models. Unknown fields are rejected (400 naming the field)
+"""The HTTP request bodies the server accepts, as pydantic models. Unknown fields are rejected (400 naming the field)
 rather than silently ignored, so a typo like `max_token` does not quietly fall back to a default.
 
 Field names follow the OpenAI API; the SGLang extras (`regex`, `json_schema`, `top_k`, ...) sit beside them."""
@@ -95,7 +95,7 @@ class CompletionRequest(_OpenAICommon):
     response_format: Optional[ResponseFormat] = None
 
 
-class GenerateRequest(_Body):
+class GenerateBody(_Body):
     """Native `/generate`: the same fields as `Engine.generate`'s arguments (single request or a batch)."""
 
     text: Optional[Union[str, list[str]]] = None

@@ -52,6 +52,34 @@ def test_invalid_sampling_values(http, patch, param):
     assert err["param"] == param
 
 
+def test_temperature_minus_one_names_the_param(http):
+    """The issue's done-when: SamplingParams' RequestError becomes a 400 naming the field, on both APIs."""
+    for path, body in (("/generate", {"text": "x", "sampling_params": {"temperature": -1}}),
+                       ("/v1/chat/completions", {**CHAT, "temperature": -1})):
+        err = _error(http.post(path, json=body), 400)
+        assert (err["param"], err["code"]) == ("temperature", "invalid_value"), err
+
+
+def test_engine_names_are_the_clients_names(http):
+    """An engine's param is renamed to the field this API's client sent: max_new_tokens is max_tokens on the
+    OpenAI routes, the prompt is 'messages' in chat and 'text' in /generate."""
+    err = _error(http.post("/v1/chat/completions", json={**CHAT, "max_tokens": -3}), 400)
+    assert err["param"] == "max_tokens"
+    err = _error(http.post("/generate", json={"text": "x", "sampling_params": {"max_new_tokens": -3}}), 400)
+    assert err["param"] == "max_new_tokens"
+    err = _error(http.post("/generate", json={"text": "x", "sampling_params": {"max_tokens": -3}}), 400)
+    assert err["param"] == "max_new_tokens"
+
+
+def test_a_plain_value_error_from_the_engine_is_a_500(http, engine_and_info, monkeypatch):
+    """The engine refuses requests with RequestError; any other exception is a bug, not the client's fault."""
+    def submit(request, loop=None):
+        raise ValueError("not a RequestError")
+    monkeypatch.setattr(engine_and_info[0], "submit", submit)
+    err = _error(http.post("/generate", json={"text": "x"}), 500)
+    assert err["code"] == "internal_error" and err["param"] is None
+
+
 def test_prompt_over_context(http, engine_and_info):
     _, info = engine_and_info
     err = _error(http.post("/v1/completions", json={"prompt": " hello" * (info.max_context + 10), "max_tokens": 2}),
@@ -59,18 +87,20 @@ def test_prompt_over_context(http, engine_and_info):
     assert err["code"] == "context_length_exceeded" and err["param"] == "prompt"
     err = _error(http.post("/v1/chat/completions", json={**CHAT, "max_tokens": info.max_context}), 400)
     assert err["param"] == "max_tokens"
+    err = _error(http.post("/generate", json={"text": " hello" * (info.max_context + 10)}), 400)
+    assert (err["param"], err["code"]) == ("text", "context_length_exceeded")
 
 
 def test_bad_regex(http):
     err = _error(http.post("/v1/chat/completions", json={**CHAT, "regex": "(ab"}), 400)
-    assert err["param"] == "regex"
+    assert (err["param"], err["code"]) == ("regex", "invalid_grammar")
 
 
 def test_bad_schema(http, grammar):
     err = _error(http.post("/v1/chat/completions", json={**CHAT, "response_format": {
         "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "minProperties": "lots"}}}}),
         400)
-    assert err["message"]
+    assert err["param"] == "response_format"
 
 
 def test_openai_client_raises_bad_request(client):

@@ -2,8 +2,12 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel
+
+from sglite.protocol import SamplingParams, closed_schema, json_schema_text
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 
@@ -98,6 +102,51 @@ def test_response_format_json_schema(client, grammar):
         model="tiny", messages=MESSAGES, max_tokens=64, temperature=0.7, seed=1,
         response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}})
     jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
+
+
+class Address(BaseModel):
+    city: str
+    zip: int
+
+
+class Person(BaseModel):   # every field required, as OpenAI's strict mode asks of a model
+    name: str
+    tags: list[str]
+    kind: Literal["a", "b"]
+    address: Address
+
+
+@pytest.fixture()
+def sent_requests(engine_and_info, monkeypatch) -> list:
+    """The GenerateRequests the server hands the engine during the test."""
+    engine, sent = engine_and_info[0], []
+    real_submit = engine.submit
+    monkeypatch.setattr(engine, "submit", lambda request, loop=None: sent.append(request) or real_submit(request, loop))
+    return sent
+
+
+def test_pydantic_response_format_is_json_schema_text(client, engine_and_info, sent_requests):
+    """`parse(response_format=Model)` in the openai SDK sends a strict json_schema; the server hands the engine
+    the schema `protocol.json_schema_text(Model)` gives, so both entry points compile to one grammar."""
+    import openai
+
+    with pytest.raises(openai.LengthFinishReasonError):   # one token: never a whole object
+        client.chat.completions.parse(model="tiny", messages=MESSAGES, max_tokens=1, response_format=Person)
+    sent = sent_requests[0].params.json_schema
+    assert json.loads(sent) == json.loads(json_schema_text(Person))
+    grammar = getattr(engine_and_info[0], "grammar", None)   # the real engine's compiler caches by schema
+    if grammar is not None:
+        assert grammar.compile(SamplingParams(json_schema=sent)) is \
+            grammar.compile(SamplingParams.from_dict({"json_schema": Person}))
+
+
+@pytest.mark.parametrize("strict", [True, False, None])
+def test_response_format_strict_closes_objects(client, sent_requests, strict):
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=1, response_format={
+        "type": "json_schema", "json_schema": {"name": "a", "schema": schema, "strict": strict}})
+    sent = json.loads(sent_requests[0].params.json_schema)
+    assert sent == (closed_schema(schema) if strict else schema)
 
 
 def test_extra_body_regex(client, grammar):

@@ -1,13 +1,16 @@
 """The engine's side of constrained decoding: compile a request's regex / JSON schema / EBNF before it is queued
-(errors reach the caller as ValueError, never the loop), create its matcher, and produce jump-forward tokens.
+(errors reach the caller as RequestError naming the constraint, never the loop), create its matcher, and produce
+jump-forward tokens.
 The automata themselves live in sglite.runtime.constrained."""
 from __future__ import annotations
 
 import threading
 from typing import Any
 
+from sglite.protocol import RequestError, SamplingParams
+
+from ..constrained import GrammarCompiler, UnsupportedSchemaError, jump_forward_tokens
 from .request import Req
-from .sampling_params import SamplingParams
 
 
 class GrammarBackend:
@@ -24,18 +27,14 @@ class GrammarBackend:
         if self._compiler is None:
             with self._compiler_lock:
                 if self._compiler is None:
-                    try:
-                        from ..constrained import GrammarCompiler
-                    except ImportError as e:
-                        raise ValueError(f"constrained decoding (regex / json_schema / ebnf) is unavailable: "
-                                         f"{e}") from None
                     self._compiler = GrammarCompiler(self.tokenizer)
         return self._compiler
 
     def compile(self, params: SamplingParams) -> Any | None:
-        """The compiled grammar for params (None if unconstrained). Raises ValueError on a bad spec. Runs on the
-        caller's thread, which also computes the grammar's first mask, so the engine loop never pays for it."""
-        spec = params.grammar_spec
+        """The compiled grammar for params (None if unconstrained). Raises RequestError(param=the constraint's
+        kind) on a bad spec. Runs on the caller's thread, which also computes the grammar's first mask, so the
+        engine loop never pays for it."""
+        spec = params.constraint
         if spec is None:
             return None
         kind, text = spec
@@ -47,21 +46,25 @@ class GrammarBackend:
                 grammar = compiler.compile_json_schema(text, whitespace=self.json_whitespace,
                                                        property_order=self.json_property_order)
             elif not hasattr(compiler, "compile_ebnf"):
-                raise ValueError("sampling_params['ebnf'] is not supported by this build's grammar compiler")
+                raise RequestError("ebnf", "unsupported", "sampling_params['ebnf'] is not supported yet: use regex "
+                                   "or json_schema")
             else:
                 grammar = compiler.compile_ebnf(text)
             grammar.matcher().allowed_mask()   # cached in the shared grammar from here on
             return grammar
-        except ValueError:
+        except RequestError:
             raise
+        except UnsupportedSchemaError as e:
+            raise RequestError(kind, "unsupported_schema", str(e)) from e
+        except ValueError as e:   # GrammarError: a malformed or too large spec
+            raise RequestError(kind, "invalid_grammar", str(e)) from e
         except Exception as e:  # a compiler bug must not look like a server error to the caller
-            raise ValueError(f"sampling_params[{kind!r}] could not be compiled: {type(e).__name__}: {e}") from e
+            raise RequestError(kind, "invalid_grammar",
+                               f"sampling_params[{kind!r}] could not be compiled: {type(e).__name__}: {e}") from e
 
     def jump_forward(self, req: Req) -> list[int]:
         """Tokens the grammar forces next, tokenized with back-off by sglite.runtime.constrained; the matcher is
         advanced over them. [] when nothing is forced."""
-        from ..constrained import jump_forward_tokens
-
         tokens = list(jump_forward_tokens(self.tokenizer, req.matcher))
         for tok in tokens:
             if not req.matcher.advance(tok):

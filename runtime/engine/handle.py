@@ -1,45 +1,84 @@
-"""RequestHandle: the caller's side of a submitted request. The loop thread pushes stream chunks and the final
-result; a caller thread waits on it, or an asyncio task awaits it (items cross threads through the event loop)."""
+"""RequestHandle: the caller's side of one queued sample.
+
+The engine's thread pushes StreamChunks; the caller iterates them (`for` on a thread, `async for` on the event
+loop it submitted from) or waits for the GenerateOutput, which is assembled here, on the caller's thread, from
+the chunks: the engine's step never builds result objects. With an inline engine (no thread) `pump` steps the
+engine whenever the caller waits on an empty queue."""
 from __future__ import annotations
 
 import asyncio
 import queue
-import threading
-from typing import Any
+import time
+from typing import Any, AsyncIterator, Callable, Iterator
 
-END = object()  # pushed after the last item
+from sglite.protocol import GenerateOutput, StreamChunk
 
 
 class RequestHandle:
-    def __init__(self, rid: str, stream: bool, aloop: asyncio.AbstractEventLoop | None = None):
+    def __init__(self, rid: str, return_logprob: bool = False, aloop: asyncio.AbstractEventLoop | None = None,
+                 pump: Callable[[], None] | None = None):
         self.rid = rid
-        self.stream = stream
-        self.result: dict | None = None
-        self.done = threading.Event()
-        self.logprobs_sent = 0           # output logprobs already in stream chunks
-        self.sent_input_logprobs = False
+        self.return_logprob = return_logprob
         self._aloop = aloop
-        self._queue: Any = asyncio.Queue() if aloop is not None else queue.Queue()
+        self._pump = pump            # inline engines: one engine step
+        self._queue: Any = asyncio.Queue() if aloop is not None else queue.SimpleQueue()
+        self._t0 = time.perf_counter()
+        self._ttft: float | None = None
+        self._chunks: list[StreamChunk] = []
+        self._output: GenerateOutput | None = None
 
-    def push(self, item: Any) -> None:
-        """Loop thread: hands a chunk (or END) to the waiting caller."""
+    # --- the engine's side -----------------------------------------------------------------------------------
+    def push(self, chunk: StreamChunk) -> None:
         if self._aloop is not None:
-            self._aloop.call_soon_threadsafe(self._queue.put_nowait, item)
+            self._aloop.call_soon_threadsafe(self._queue.put_nowait, chunk)
         else:
-            self._queue.put(item)
+            self._queue.put(chunk)
 
-    def finish(self, result: dict) -> None:
-        """Loop thread: the final result; wakes the caller."""
-        self.result = result
-        self.done.set()
-        self.push(END)
+    # --- the caller's side -----------------------------------------------------------------------------------
+    def __iter__(self) -> Iterator[StreamChunk]:
+        if self._aloop is not None:
+            raise TypeError("this request was submitted with an event loop: use `async for`")
+        while self._output is None:
+            while self._pump is not None and self._queue.empty():
+                self._pump()
+            yield self._record(self._queue.get())
 
-    def has_items(self) -> bool:
-        return not self._queue.empty()
+    async def __aiter__(self) -> AsyncIterator[StreamChunk]:
+        if self._aloop is None:
+            raise TypeError("this request was submitted without an event loop: use `for`")
+        while self._output is None:
+            yield self._record(await self._queue.get())
 
-    def get(self, timeout: float | None = None) -> Any:
-        """Caller thread: next item (a chunk or END); raises queue.Empty on timeout."""
-        return self._queue.get(timeout=timeout)
+    def output(self) -> GenerateOutput:
+        """Waits for the end (consuming the chunks not yet read) and returns the result."""
+        for _ in self:
+            pass
+        return self._output
 
-    async def aget(self) -> Any:
-        return await self._queue.get()
+    async def aoutput(self) -> GenerateOutput:
+        async for _ in self:
+            pass
+        return self._output
+
+    def _record(self, chunk: StreamChunk) -> StreamChunk:
+        now = time.perf_counter()
+        if self._ttft is None and chunk.new_token_ids:
+            self._ttft = now - self._t0
+        self._chunks.append(chunk)
+        if chunk.finished:
+            self._output = _assemble(self.rid, self._chunks, self.return_logprob, now - self._t0, self._ttft)
+            self._chunks = []
+        return chunk
+
+
+def _assemble(rid: str, chunks: list[StreamChunk], with_lp: bool, e2e: float, ttft: float | None) -> GenerateOutput:
+    last = chunks[-1]
+    return GenerateOutput(
+        rid=rid, text="".join(c.text_delta for c in chunks),
+        output_ids=tuple(t for c in chunks for t in c.new_token_ids), finish_reason=last.finish_reason,
+        prompt_tokens=last.prompt_tokens, cached_tokens=last.cached_tokens, forced_tokens=last.forced_tokens,
+        input_token_logprobs=tuple(x for c in chunks for x in c.input_token_logprobs) if with_lp else None,
+        input_top_logprobs=tuple(x for c in chunks for x in c.input_top_logprobs) if with_lp else None,
+        output_token_logprobs=tuple(x for c in chunks for x in c.new_token_logprobs) if with_lp else None,
+        output_top_logprobs=tuple(x for c in chunks for x in c.new_top_logprobs) if with_lp else None,
+        e2e_latency=e2e, ttft=ttft)

@@ -33,11 +33,12 @@ class KVManager:
         return len(self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix())).slots)
 
     def admit(self, req: Req) -> bool:
-        """WAITING -> RUNNING: takes a table row, matches and locks the cached prefix. False if no row free."""
+        """Takes a table row for req, matches and locks the cached prefix. False if no row is free. (The
+        Scheduler marks it RUNNING.)"""
         row = self.req_to_token.alloc()
         if row is None:
             return False
-        req.row, req.status = row, ReqStatus.RUNNING
+        req.row = row
         req.kv_len = req.cached_len = 0
         if self.cache is not None:
             slots, node = self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix()))

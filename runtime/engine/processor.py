@@ -1,22 +1,26 @@
 """StepProcessor: applies one forward pass's logits to its requests: prompt logprobs, sampling, appending tokens,
-finish checks (EOS, stop tokens, stop strings, grammar end, length), grammar advance and jump-forward."""
+finish checks (EOS, stop tokens, stop strings, grammar end, length), grammar advance and jump-forward. It decides
+that a request ends; the Scheduler's `finish` records it (the one writer of finish_reason)."""
 from __future__ import annotations
 
 import time
 from typing import Callable
 
+from sglite.protocol import ABORT_GRAMMAR, FinishReason
+
 import torch
 
 from .grammar_masks import GrammarMasks
 from .model_runner import ForwardOutput, ScheduledBatch
-from .request import FinishReason, Req
+from .request import Req
 from .sampler import Sampler
 
 
 class StepProcessor:
-    def __init__(self, sampler: Sampler, eos_token_id: int | None,
+    def __init__(self, sampler: Sampler, eos_token_id: int | None, finish: Callable[[Req, FinishReason], None],
                  jump_forward: Callable[[Req], list[int]] | None = None):
         self.sampler = sampler
+        self.finish = finish               # Scheduler.finish
         self.eos_token_id = eos_token_id
         self.jump_forward = jump_forward   # forced tokens after a grammar step ([] if none), or None (off)
 
@@ -31,7 +35,7 @@ class StepProcessor:
         idx = [i for i, r in enumerate(batch.reqs) if out.sample_rows[i] is not None]
         prefill_only = [i for i in idx if batch.reqs[i].params.max_new_tokens == 0]
         for i in prefill_only:
-            batch.reqs[i].finish_reason = FinishReason("length")
+            self.finish(batch.reqs[i], FinishReason.length())
         idx = [i for i in idx if i not in prefill_only]
         if not idx:
             return
@@ -68,27 +72,21 @@ class StepProcessor:
         if is_stop_token and len(req.output_ids) > p.min_new_tokens:
             if p.no_stop_trim:
                 req.stop_checker.push([tok])
-            self._finish(req, FinishReason("stop", tok))
+            self.finish(req, FinishReason.stop(tok))
             return
         if req.matcher is not None:
             if forced:
                 pass  # jump_forward already advanced the matcher
             elif not req.matcher.advance(tok):
-                self._finish(req, FinishReason("abort", message=f"grammar rejected sampled token {tok}"))
+                self.finish(req, FinishReason.abort(ABORT_GRAMMAR, f"grammar rejected sampled token {tok}"))
                 return
         matched = req.stop_checker.push([tok])
         if matched is not None:
-            self._finish(req, FinishReason("stop", matched))
+            self.finish(req, FinishReason.stop(matched))
         elif req.matcher is not None and (not forced or last_forced) and req.matcher.is_terminated():
-            self._finish(req, FinishReason("stop"))
+            self.finish(req, FinishReason.stop())
         elif req.remaining_new_tokens <= 0:
-            self._finish(req, FinishReason("length"))
-
-    @staticmethod
-    def _finish(req: Req, reason: FinishReason) -> None:
-        req.finish_reason = reason
-        req.stop_checker.flush()
-        req.finished_time = time.perf_counter()
+            self.finish(req, FinishReason.length())
 
     def _prompt_logprobs(self, batch: ScheduledBatch, out: ForwardOutput) -> None:
         spans = [(i, *out.prompt_rows[i]) for i, r in enumerate(batch.reqs) if not r.input_logprobs_done]

@@ -10,29 +10,18 @@ from __future__ import annotations
 
 import time
 from enum import Enum, auto
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 
-from .sampling_params import SamplingParams
+from sglite.protocol import FinishReason, SamplingParams
 
 
 class ReqStatus(Enum):
+    """Written only by the Scheduler (the one writer of status and finish_reason)."""
     WAITING = auto()    # queued; holds no slots or table row
     RUNNING = auto()    # holds a table row and KV slots; prefilling (maybe in chunks) or decoding
     FINISHED = auto()   # released everything; finish_reason is set
-
-
-class FinishReason(NamedTuple):
-    type: str                      # "stop" | "length" | "abort"
-    matched: int | str | None = None  # the stop token id or stop string that ended it
-    message: str | None = None     # for "abort": why
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {"type": self.type, "matched": self.matched}
-        if self.message:
-            d["message"] = self.message
-        return d
 
 
 class Req:
@@ -73,6 +62,10 @@ class Req:
         self.created = time.perf_counter()
         self.first_token_time: float | None = None
         self.finished_time: float | None = None
+        # what EngineCore has already handed out in StreamChunks (see core.py)
+        self.sent_ids = 0
+        self.sent_logprobs = 0
+        self.sent_input_logprobs = False
 
     # --- derived lengths ------------------------------------------------------------------------------------
     @property

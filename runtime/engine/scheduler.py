@@ -4,6 +4,8 @@ A step decodes every running request (one pending token, or a few jump-forward t
 admitted requests plus the next chunk of a long prompt, within a token budget and memory, in one forward pass
 (mixed mode). With mixing off, prefill and decode steps alternate while both have work. Short of memory, the
 newest requests are retracted and re-queued; they resume later from the prefix cache.
+
+The Scheduler is the one writer of a request's status and finish_reason (`finish`, `abort`, `abort_all`).
 """
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ import torch
 from .config import EngineConfig
 from .kv_manager import KVManager
 from .model_runner import ScheduledBatch
-from .request import FinishReason, Req, ReqStatus
+from sglite.protocol import ABORT_BY_CLIENT, FinishReason
+
+from .request import Req, ReqStatus
 
 # admission keeps this fraction of each admitted request's remaining output budget (capped) free for decode
 DECODE_RESERVE_RATIO = 0.3
@@ -49,19 +53,35 @@ class Scheduler:
         slots. Returns them with finish_reason abort."""
         def hit(r: Req) -> bool:
             return r.rid == rid or r.rid.startswith(rid + "-")
-        out = [r for r in self.waiting if hit(r)]
-        self.waiting = deque(r for r in self.waiting if not hit(r))
-        for r in [r for r in self.running if hit(r)] + ([self.chunked] if self.chunked and hit(self.chunked) else []):
-            self.kv.release(r)
-            out.append(r)
-        self.running = [r for r in self.running if not hit(r)]
+        out = [r for r in self.waiting if hit(r)] + [r for r in self.running if hit(r)]
         if self.chunked is not None and hit(self.chunked):
+            out.append(self.chunked)
+        return self.abort_all(out, FinishReason.abort(ABORT_BY_CLIENT, "aborted by request"))
+
+    def abort_all(self, reqs: list[Req], reason: FinishReason, override: bool = False) -> list[Req]:
+        """Finishes `reqs` (wherever they are: queued, running, or in a batch whose step failed) with `reason`,
+        releasing what they hold; a request already finished keeps its own reason unless `override` (after a
+        failed step, whose half-done results cannot be trusted). Returns reqs."""
+        gone = set(reqs)
+        self.waiting = deque(r for r in self.waiting if r not in gone)
+        self.running = [r for r in self.running if r not in gone]
+        if self.chunked in gone:
             self.chunked = None
-        for r in out:
-            r.finish_reason = FinishReason("abort", message="aborted by request")
-            r.finished_time = time.perf_counter()
+        for r in reqs:
+            if r in self.kv.running:
+                self.kv.release(r)
             r.status = ReqStatus.FINISHED
-        return out
+            if override or not r.finished:
+                self.finish(r, reason)
+        return reqs
+
+    @staticmethod
+    def finish(req: Req, reason: FinishReason) -> None:
+        """Records that req ends (its slots are released after the step, in on_step_done)."""
+        req.finish_reason = reason
+        if req.stop_checker is not None:
+            req.stop_checker.flush()
+        req.finished_time = time.perf_counter()
 
     # --- scheduling ------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch | None:
@@ -125,6 +145,7 @@ class Scheduler:
                 continue
             if not self.kv.admit(req):
                 break
+            req.status = ReqStatus.RUNNING
             n = req.num_pending
             if n > budget and (chunking or reqs):
                 n = budget if chunking else 0

@@ -65,7 +65,7 @@ def test_engine_with_prefix_cache_and_chunked_prefill_matches_transformers(loade
 
     engine = Engine(loaded.ours, max_total_tokens=512, max_running_requests=4, chunked_prefill_size=16,
                     background=False)
-    engine.debug_checks = True
+    engine.core.debug_checks = True
     try:
         first = engine.generate(input_ids=loaded.prompt, sampling_params={"temperature": 0, "max_new_tokens": 6})
         assert first["output_ids"] == loaded.ref_greedy[:6]

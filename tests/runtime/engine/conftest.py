@@ -30,7 +30,7 @@ def make_engine(engine_model):
         options.setdefault("max_total_tokens", 4096)
         options.setdefault("max_running_requests", 16)
         engine = Engine(engine_model, **options)
-        engine.debug_checks = True
+        engine.core.debug_checks = True
         engines.append(engine)
         return engine
 
@@ -41,6 +41,6 @@ def make_engine(engine_model):
 
 def pool_idle(engine) -> bool:
     """Every slot is free or held only by the (unlocked) prefix cache."""
-    kv = engine.kv
+    kv = engine.core.kv
     cached = kv.cache.evictable_size if kv.cache else 0
     return kv.allocator.available + cached == engine.pool_tokens and not kv.running

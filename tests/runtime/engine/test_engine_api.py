@@ -51,7 +51,7 @@ def test_invalid_requests_raise_before_queueing(make_engine, bad):
     kwargs.update(bad)
     with pytest.raises(ValueError):
         e.generate(**kwargs)
-    assert not e.scheduler.has_work()
+    assert not e.core.scheduler.has_work()
     assert e.generate("hi", GREEDY)["meta_info"]["completion_tokens"] == 8  # still serving
 
 
@@ -78,7 +78,7 @@ def test_stream_concatenates_to_full_text(make_engine):
     assert "".join(c["text"] for c in chunks) == full["text"]
     assert chunks[-1]["meta_info"]["finish_reason"]["type"] == "length"
     assert all(c["meta_info"]["finish_reason"] is None for c in chunks[:-1])
-    assert chunks[-1]["output_ids"] == full["output_ids"]
+    assert [t for c in chunks for t in c["output_ids"]] == full["output_ids"]  # increments, like text
 
 
 def test_async_generate(make_engine):
@@ -161,7 +161,7 @@ def test_shutdown_aborts_in_flight(engine_model):
 
 def test_internal_error_aborts_and_engine_recovers(make_engine, monkeypatch):
     e = make_engine()
-    real = e.runner.forward
+    real = e.core.runner.forward
     calls = {"n": 0}
 
     def flaky(batch, table):
@@ -169,7 +169,7 @@ def test_internal_error_aborts_and_engine_recovers(make_engine, monkeypatch):
         if calls["n"] == 2:
             raise RuntimeError("boom")
         return real(batch, table)
-    monkeypatch.setattr(e.runner, "forward", flaky)
+    monkeypatch.setattr(e.core.runner, "forward", flaky)
     out = e.generate("hello there", GREEDY)
     assert out["meta_info"]["finish_reason"]["type"] == "abort"
     assert "boom" in out["meta_info"]["finish_reason"]["message"]

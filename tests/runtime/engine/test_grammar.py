@@ -55,7 +55,7 @@ def test_compile_errors_raise_before_queueing(make_engine):
         e.generate("x", {"regex": "(unclosed"})
     with pytest.raises(ValueError):
         e.generate("x", {"json_schema": "{not json"})
-    assert not e.scheduler.has_work()
+    assert not e.core.scheduler.has_work()
     assert e.generate("x", {"temperature": 0, "max_new_tokens": 2})["meta_info"]["completion_tokens"] == 2
 
 

@@ -1,46 +1,15 @@
-"""SamplingParams validation: invalid values raise ValueError naming the key."""
+"""Engine options: EngineConfig validation; sampling options are the protocol's (tests/test_protocol.py)."""
 from __future__ import annotations
-
-import dataclasses
 
 import pytest
 
 from sglite.runtime.engine import EngineConfig, SamplingParams
 
 
-@pytest.mark.parametrize("key,value", [
-    ("temperature", -0.1), ("top_p", 0.0), ("top_p", 1.5), ("top_k", 0), ("top_k", -2), ("min_p", 1.5),
-    ("max_new_tokens", -1), ("frequency_penalty", 3.0), ("presence_penalty", -2.5), ("repetition_penalty", 0.0),
-    ("n", 0), ("stop", [""]), ("stop_token_ids", [-1]), ("seed", "x"), ("ignore_eos", "yes"),
-    ("max_new_tokens", 1.5), ("temperature", "hot"),
-])
-def test_invalid_value_names_the_key(key, value):
-    with pytest.raises(ValueError, match=key):
-        SamplingParams.from_dict({key: value})
+def test_engine_uses_the_protocol_definition():
+    from sglite import protocol
 
-
-def test_unknown_key_is_named():
-    with pytest.raises(ValueError, match="max_tokens"):
-        SamplingParams.from_dict({"max_tokens": 5})
-
-
-def test_min_new_tokens_above_max():
-    with pytest.raises(ValueError, match="min_new_tokens"):
-        SamplingParams.from_dict({"max_new_tokens": 2, "min_new_tokens": 3})
-
-
-def test_only_one_grammar():
-    with pytest.raises(ValueError, match="only one"):
-        SamplingParams.from_dict({"regex": "a", "json_schema": "{}"})
-
-
-def test_conversions_and_frozen():
-    p = SamplingParams.from_dict({"stop": "###", "json_schema": {"type": "object"}, "temperature": 0, "top_p": None})
-    assert p.stop == ("###",) and p.json_schema == '{"type": "object"}' and p.is_greedy and p.top_p == 1.0
-    assert p.grammar_spec == ("json_schema", '{"type": "object"}')
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        p.temperature = 1.0
-    assert dataclasses.replace(p, temperature=0.5).temperature == 0.5
+    assert SamplingParams is protocol.SamplingParams   # one definition (tests/test_protocol.py covers it)
 
 
 def test_engine_config_validation():

@@ -70,12 +70,12 @@ def test_chunked_prefill_interleaves_with_decode(make_engine, mixed):
     (mixed) or in alternating ones."""
     e = make_engine(chunked_prefill_size=8, enable_mixed_batch=mixed)
     steps = []
-    real = e.runner.forward
+    real = e.core.runner.forward
 
     def spy(batch, table):
         steps.append((batch.num_prefill, len(batch.reqs) - batch.num_prefill))
         return real(batch, table)
-    e.runner.forward = spy
+    e.core.runner.forward = spy
     it = e.generate(input_ids=[5, 6, 7], sampling_params={"temperature": 0, "max_new_tokens": 40}, stream=True)
     next(it)
     e.generate(input_ids=list(range(1000, 1100)), sampling_params={"temperature": 0, "max_new_tokens": 1})
@@ -143,9 +143,9 @@ def test_lpm_admits_longest_cached_prefix_first(make_engine):
     from sglite.runtime.engine.sampling_params import SamplingParams
     cold = Req("cold", list(range(2000, 2060)), SamplingParams(max_new_tokens=1))
     warm = Req("warm", cached + [9], SamplingParams(max_new_tokens=1))
-    e.scheduler.add(cold)
-    e.scheduler.add(warm)
-    assert [r.rid for r in e.scheduler._ordered_waiting()] == ["warm", "cold"]
+    e.core.scheduler.add(cold)
+    e.core.scheduler.add(warm)
+    assert [r.rid for r in e.core.scheduler._ordered_waiting()] == ["warm", "cold"]
 
 
 def test_retraction_with_a_chunked_prefill_in_flight(make_engine):
@@ -170,12 +170,12 @@ def test_long_chunk_with_many_decodes_runs_alone_then_decodes(make_engine):
     running requests decode in the next step (never starved)."""
     e = make_engine(chunked_prefill_size=1024)
     steps = []
-    real = e.runner.forward
+    real = e.core.runner.forward
 
     def spy(batch, table):
         steps.append((batch.num_prefill_tokens, len(batch.reqs) - batch.num_prefill))
         return real(batch, table)
-    e.runner.forward = spy
+    e.core.runner.forward = spy
     its = [e.generate(input_ids=[7 + i, 8, 9], sampling_params={"temperature": 0, "max_new_tokens": 40},
                       stream=True) for i in range(5)]
     for it in its:

@@ -57,7 +57,9 @@ class TorchAttentionBackend(AttentionBackend):
         self.paged_decode = decode_attention_cpu.paged_decode_attention if paged_decode else None
         if paged_decode:
             import numba
-            numba.set_num_threads(min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+            threads = torch.get_num_threads()
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            torch.set_num_threads(threads)   # starting numba's OpenMP layer resets this thread's OpenMP count
             # numpy views of every layer's buffers, made once: the kernel reads the pool in place
             self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]

@@ -7,9 +7,9 @@ from collections import OrderedDict
 from typing import Any
 
 from .errors import GrammarError
-from .grammar import Grammar
-from .schema import SchemaCompiler
-from .token_index import TokenIndex
+from .parser.grammar import Grammar
+from .schema.compiler import SchemaCompiler
+from .vocab.token_index import TokenIndex
 
 WHITESPACE_MODES = ("any", "compact")
 PROPERTY_ORDERS = ("any", "schema")

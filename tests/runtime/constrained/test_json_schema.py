@@ -247,7 +247,7 @@ def test_fractional_number_bounds(tokenizer, compiler):
 def test_generation_mode_caps_digit_runs(compiler):
     """compact (generation) mode: at most NUMBER_DIGITS digits in a row in a number, so a model repeating a
     digit is made to end the number; "any" accepts every valid JSON number; strings are not capped."""
-    from sglite.runtime.constrained.digit_cap import NUMBER_DIGITS
+    from sglite.runtime.constrained.automata.digit_cap import NUMBER_DIGITS
 
     def ok(g, text):
         m = g.matcher()

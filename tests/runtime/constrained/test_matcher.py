@@ -169,8 +169,8 @@ def test_key_masks_equal_reference_when_other_names_toggle(tokenizer, compiler):
 def test_classify_walks_agree(compiler):
     """The per-depth, frontier and depth-first classifications give the same tokens, end states, characters
     started and leaving groups (key DFA: dense; integer and date: sparse first bytes, lexemes that may end)."""
-    from sglite.runtime.constrained.key_dfa import words_dfa
-    from sglite.runtime.constrained.token_index import TokenClasses
+    from sglite.runtime.constrained.automata.key_dfa import words_dfa
+    from sglite.runtime.constrained.vocab.token_index import TokenClasses
     idx = compiler.index
     dfas = [words_dfa({"name": "name", "nick": "nick"}, ("other",)),
             compiler.compile_json_schema({"type": "integer"}).nodes[0].dfa,

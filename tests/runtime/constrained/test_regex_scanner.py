@@ -1,5 +1,5 @@
 """The regex pre-scan that finds bare anchors and top-level alternation ignores escapes and character classes."""
-from sglite.runtime.constrained.regex import _has_bare, _top_level_alternation
+from sglite.runtime.constrained.automata.regex import _has_bare, _top_level_alternation
 
 
 def test_literal_bracket_first_in_class_does_not_end_it():

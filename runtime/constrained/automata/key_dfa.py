@@ -11,16 +11,16 @@ from typing import Hashable, Optional
 
 import numpy as np
 
-from .byte_dfa import ByteDFA, _finish
+from .byte_dfa import ByteDFA, trimmed_dfa
 from .charfsm import ANY_CHAR, CharFSM
+from .dfa_lowering import lower_char_fsm
 
 _SIMPLE = {0x22: ord('"'), 0x5C: ord("\\"), 0x2F: ord("/"), 8: ord("b"), 12: ord("f"), 10: ord("n"),
            13: ord("r"), 9: ord("t")}
 
 
 def _plain(canonical: bool) -> ByteDFA:
-    return ByteDFA.from_char_fsm(CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True,
-                                 canonical)
+    return lower_char_fsm(CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True, canonical)
 
 
 _PLAIN: dict[bool, ByteDFA] = {}
@@ -126,7 +126,7 @@ def words_dfa(words: dict[str, Hashable], other: Optional[Hashable], blocked: tu
     bnd = [False] * len(rows)
     for s in boundary | {m0}:
         bnd[s] = True
-    dfa = _finish(np.stack(rows), start, acc, labels, bnd)
+    dfa = trimmed_dfa(np.stack(rows), start, acc, labels, bnd)
     if other is not None and (dfa.table[:len(t0)] == t0).all():
         dfa.alias, dfa.alias_ref = base, m0     # trie states are the plain string's main state plus a few edges
     return dfa

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .byte_dfa import ByteDFA
+from ..automata.byte_dfa import ByteDFA
 
 
 def _spans(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

@@ -11,23 +11,24 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .byte_dfa import ByteDFA
-from .charfsm import ANY_CHAR, CharFSM
-from .digit_cap import cap_digit_runs, is_number_dfa
-from .errors import GrammarError, UnsupportedSchemaError
-from .json_numbers import NUMBER
+from ..automata.byte_dfa import ByteDFA
+from ..automata.charfsm import ANY_CHAR, CharFSM
+from ..automata.dfa_lowering import lower_char_fsm
+from ..automata.digit_cap import cap_digit_runs, is_number_dfa
+from ..automata.json_numbers import NUMBER
+from ..automata.regex import RegexUnsupported, regex_to_char_fsm
+from ..errors import GrammarError, UnsupportedSchemaError
+from ..ir.nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
+from .containers import lower_array, lower_object
+from .disjoint import check_disjoint
+from .document import SchemaDocument
 from .json_values import KINDS
-from .nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
-from .regex import RegexUnsupported, regex_to_char_fsm
-from .schema_containers import lower_array, lower_object
-from .schema_disjoint import check_disjoint
-from .schema_document import SchemaDocument
-from .schema_keywords import TYPES, check_supported, constraints, type_list
-from .schema_literals import lower_boolean, lower_enum, lower_null
-from .schema_merge import merge_all
-from .schema_not import apply_not
-from .schema_numbers import lower_integer, lower_number
-from .schema_strings import lower_string
+from .keywords import TYPES, check_supported, constraints, type_list
+from .literals import lower_boolean, lower_enum, lower_null
+from .merge import merge_all
+from .negation import apply_not
+from .numbers import lower_integer, lower_number
+from .strings import lower_string
 
 MAX_NODES = 20_000
 # per JSON type, in the order the alternatives of a multi-type schema are added
@@ -67,7 +68,7 @@ class SchemaCompiler:
     def regex_dfa(self, pattern: str, json_string: bool, search: bool, ptr: str, kw: str) -> ByteDFA:
         def build():
             try:
-                return ByteDFA.from_char_fsm(regex_to_char_fsm(pattern, search), json_string, self.canonical)
+                return lower_char_fsm(regex_to_char_fsm(pattern, search), json_string, self.canonical)
             except RegexUnsupported as e:
                 raise UnsupportedSchemaError(kw, ptr, str(e)) from None
             except OverflowError as e:
@@ -81,7 +82,7 @@ class SchemaCompiler:
         """A user regex (compile_regex): malformed -> GrammarError, unsupported syntax -> GrammarError too."""
         def build():
             try:
-                return ByteDFA.from_char_fsm(regex_to_char_fsm(pattern, False), False)
+                return lower_char_fsm(regex_to_char_fsm(pattern, False), False)
             except OverflowError as e:
                 raise GrammarError(f"regex {pattern!r}: {e}") from None
         return self.add(LexNode(self.dfa(("re", pattern, False, False), build)))
@@ -99,7 +100,7 @@ class SchemaCompiler:
         return self.any_id
 
     def plain_string(self, min_len: int, max_len: Optional[int]) -> int:
-        d = self.dfa(("string",), lambda: ByteDFA.from_char_fsm(
+        d = self.dfa(("string",), lambda: lower_char_fsm(
             CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True, self.canonical))
         return self.add(LexNode(d, min_len, max_len))
 

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .byte_dfa import ByteDFA
+from ..automata.byte_dfa import ByteDFA
 from .vocab_trie import VocabTrie
 
 _CACHE_BYTES = 256 << 20    # classification cache budget

@@ -2,19 +2,15 @@
 through the SchemaCompiler, so `$ref` cycles stay cycles of node indices."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .errors import UnsupportedSchemaError
-from .nodes import ArrayNode, ObjectNode
-from .regex import RegexUnsupported, regex_to_char_fsm
-
-if TYPE_CHECKING:
-    from .schema import SchemaCompiler
+from ..automata.regex import RegexUnsupported, regex_to_char_fsm
+from ..errors import UnsupportedSchemaError
+from ..ir.nodes import ArrayNode, ObjectNode
+from .lowerer import Lowerer
 
 MAX_PATTERN_PROPERTIES = 4    # a value node is built for every subset of patterns a name can match
 
 
-def lower_array(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_array(sc: Lowerer, s: dict, ptr: str) -> int:
     prefix = s.get("prefixItems")
     items = s.get("items", True)
     if isinstance(items, list):               # draft <= 2019: items as a tuple, then additionalItems
@@ -27,7 +23,7 @@ def lower_array(sc: SchemaCompiler, s: dict, ptr: str) -> int:
                             None if s.get("maxItems") is None else int(s["maxItems"])))
 
 
-def lower_object(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_object(sc: Lowerer, s: dict, ptr: str) -> int:
     """A value under a name must match its `properties` schema and every pattern the name matches; a name
     that is required (directly or by dependentRequired) but not listed gets its pattern/additional node."""
     props_s = s.get("properties", {})

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from .errors import UnsupportedSchemaError
+from ..errors import UnsupportedSchemaError
+from .document import SchemaDocument
 from .json_values import KINDS, json_in, json_kind
-from .schema_document import SchemaDocument
-from .schema_keywords import type_kinds, type_list
+from .keywords import type_kinds, type_list
 
 
 def check_disjoint(doc: SchemaDocument, alts: list, ptr: str) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import unquote
 
-from .errors import GrammarError, UnsupportedSchemaError
-from .schema_keywords import constraints
+from ..errors import GrammarError, UnsupportedSchemaError
+from .keywords import constraints
 
 MAX_REF_CHAIN = 32
 

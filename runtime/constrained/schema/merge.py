@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import GrammarError, UnsupportedSchemaError
+from ..errors import GrammarError, UnsupportedSchemaError
+from .disjoint import check_disjoint
+from .document import SchemaDocument
 from .json_values import json_equal, json_in
-from .schema_disjoint import check_disjoint
-from .schema_document import SchemaDocument
-from .schema_keywords import ANNOTATIONS, constraints, type_list
+from .keywords import ANNOTATIONS, constraints, type_list
 
 MAX_MERGE_DEPTH = 64     # nested merges; only recursive schemas ($ref cycles) get this deep
 LOWER_BOUNDS = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")

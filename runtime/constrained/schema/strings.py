@@ -2,25 +2,21 @@
 minLength/maxLength, to one lexeme DFA over the JSON string text."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .byte_dfa import ByteDFA
-from .charfsm import literal_trie, with_length
-from .errors import GrammarError, UnsupportedSchemaError
-from .formats import FORMAT_MAX_LENGTH, FORMATS
-from .intersect import intersect
-from .key_dfa import words_dfa
-from .nodes import LexNode
-from .regex import RegexUnsupported, regex_to_char_fsm
-from .schema_keywords import STANDARD_FORMATS
-
-if TYPE_CHECKING:
-    from .schema import SchemaCompiler
+from ..automata.charfsm import literal_trie, with_length
+from ..automata.dfa_lowering import lower_char_fsm
+from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS
+from ..automata.intersect import intersect
+from ..automata.key_dfa import words_dfa
+from ..automata.regex import RegexUnsupported, regex_to_char_fsm
+from ..errors import GrammarError, UnsupportedSchemaError
+from ..ir.nodes import LexNode
+from .keywords import STANDARD_FORMATS
+from .lowerer import Lowerer
 
 MAX_LENGTH_STATES = 4000     # pattern x character-counter product states before length bounds are refused
 
 
-def lower_string(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     min_len = s.get("minLength", 0)
     max_len = s.get("maxLength")
     fsm = None
@@ -50,7 +46,7 @@ def lower_string(sc: SchemaCompiler, s: dict, ptr: str) -> int:
         # exact without a product automaton: with no lower bound, a state is live iff its shortest
         # completion fits in what maxLength leaves (LexNode counts characters, char_dist checks the rest)
         key = ("strfsm", s.get("pattern"), s.get("format"), excluded)
-        d = sc.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, sc.canonical))
+        d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
         return sc.add(LexNode(d, 0, max_len))
     if min_len or max_len is not None:
         try:
@@ -60,7 +56,7 @@ def lower_string(sc: SchemaCompiler, s: dict, ptr: str) -> int:
                                          "length bounds together with a pattern/format are too large") from None
     key = ("strfsm", s.get("pattern"), s.get("format"), excluded, min_len, max_len)
     try:
-        d = sc.dfa(key, lambda: ByteDFA.from_char_fsm(fsm, True, sc.canonical))
+        d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
     except OverflowError as e:
         raise GrammarError(f"string at {ptr}: {e}") from None
     return sc.add(LexNode(d))

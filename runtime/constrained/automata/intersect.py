@@ -1,8 +1,8 @@
 """Intersection of two character automata (pattern and format, number bounds, multipleOf and range)."""
 from __future__ import annotations
 
+from ..errors import GrammarError
 from .charfsm import CharFSM
-from .errors import GrammarError
 
 
 def intersect(a: CharFSM, b: CharFSM, limit: int = 20_000) -> CharFSM:

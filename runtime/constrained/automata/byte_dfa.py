@@ -3,16 +3,14 @@
 `table[state, byte]` is the next state or -1. Lowering a `CharFSM` to bytes encodes each character as UTF-8
 (exact multi-byte handling, no overlongs or surrogates) and, in JSON-string mode, also accepts every JSON escape
 of it (`\\n`, `\\u00e9`, surrogate pairs for astral characters), wrapped in the string's quotes. States from
-which no accepting state can be reached are trimmed, so a live state always has a completion."""
+which no accepting state can be reached are trimmed, so a live state always has a completion. (The lowering
+itself is dfa_lowering.py.)"""
 from __future__ import annotations
 
 import hashlib
 from typing import Hashable
 
 import numpy as np
-
-from .charfsm import CharFSM
-
 
 
 class ByteDFA:
@@ -114,14 +112,6 @@ class ByteDFA:
         return self.accepting_list[s]
 
     @staticmethod
-    def from_char_fsm(fsm: CharFSM, json_string: bool, canonical: bool = False,
-                      limit: int = 200_000) -> "ByteDFA":
-        """`canonical` (JSON strings only): no escapes for printable ASCII other than `"` and `\\` (what a
-        generator should write; keeps forced text forced)."""
-        from .dfa_lowering import Lowering
-        return Lowering(fsm, json_string, limit, canonical).build()
-
-    @staticmethod
     def literal(words: list[bytes]) -> "ByteDFA":
         """Accepts exactly the given byte strings."""
         rows = [[-1] * 256]
@@ -135,10 +125,12 @@ class ByteDFA:
                     rows[s][b] = len(rows) - 1
                 s = rows[s][b]
             acc[s] = True
-        return _finish(rows, 0, acc, {}, [False] * len(rows))
+        return trimmed_dfa(rows, 0, acc, {}, [False] * len(rows))
 
 
-def _finish(rows, start, acc, labels, boundary) -> ByteDFA:
+def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary) -> ByteDFA:
+    """A ByteDFA from rows of 256 targets (-1: dead) and per-state accepting / boundary flags, with the states
+    that cannot reach acceptance removed from the table (their rows and every edge into them set to -1)."""
     table = np.asarray(rows, dtype=np.int32).reshape(-1, 256)
     acc_a = np.array(acc, dtype=bool)
     # trim: keep only states that can reach an accepting state (backwards search over the distinct edges)

@@ -1,5 +1,5 @@
 """Character-level finite automata: the common form that regexes, key sets and length counters compile to
-before they are lowered to bytes (`ByteDFA.from_char_fsm`).
+before they are lowered to bytes (`dfa_lowering.lower_char_fsm`).
 
 A state's transitions are sorted, disjoint codepoint ranges `(lo, hi, target)`, so "any character except a few"
 stays three ranges instead of a million entries. Surrogates (U+D800..U+DFFF) never appear."""

@@ -2,32 +2,30 @@
 schema's other keywords applied to the values up front)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import GrammarError
-from .json_numbers import literal_number
+from ..automata.json_numbers import literal_number
+from ..automata.key_dfa import words_dfa
+from ..errors import GrammarError
+from ..ir.nodes import ArrayNode, LexNode, ObjectNode, UnionNode
 from .json_values import json_equal, json_in
-from .key_dfa import words_dfa
-from .nodes import ArrayNode, LexNode, ObjectNode, UnionNode
-from .schema_keywords import constraints
-
-if TYPE_CHECKING:
-    from .schema import SchemaCompiler
+from .keywords import constraints
+from .lowerer import Lowerer
 
 
-def lower_null(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_null(sc: Lowerer, s: dict, ptr: str) -> int:
     if any(v is None for v in s.get("$exclude", [])):
         return sc.never()
     return sc.lex_regex("null")
 
 
-def lower_boolean(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_boolean(sc: Lowerer, s: dict, ptr: str) -> int:
     ex = [v for v in s.get("$exclude", []) if isinstance(v, bool)]
     opts = [w for w, v in (("true", True), ("false", False)) if v not in ex]
     return sc.lex_regex("|".join(opts)) if opts else sc.never()
 
 
-def lower_enum(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
     """A schema with `enum` and/or `const`: the listed values that also satisfy every other keyword."""
     values = list(s["enum"]) if "enum" in s else [s["const"]]
     if "enum" in s and "const" in s:
@@ -59,7 +57,7 @@ def lower_enum(sc: SchemaCompiler, s: dict, ptr: str) -> int:
     return ids[0] if len(ids) == 1 else sc.add(UnionNode(tuple(ids)))
 
 
-def const_node(sc: SchemaCompiler, v: Any) -> int:
+def const_node(sc: Lowerer, v: Any) -> int:
     """A node matching exactly the JSON value `v`: an object needs all of its keys and no others."""
     if v is None:
         return sc.lex_regex("null")

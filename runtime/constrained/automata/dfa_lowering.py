@@ -6,7 +6,7 @@ from __future__ import annotations
 import bisect
 from typing import Hashable
 
-from .byte_dfa import ByteDFA, _finish
+from .byte_dfa import ByteDFA, trimmed_dfa
 from .charfsm import CharFSM
 
 HEX = "0123456789abcdef"
@@ -14,6 +14,13 @@ _ESCAPES = {ord('"'): 0x22, ord("\\"): 0x5C, ord("/"): 0x2F, ord("b"): 8, ord("f
             ord("r"): 13, ord("t"): 9}
 # UTF-8: lead byte -> (number of continuation bytes, lowest valid codepoint)
 _MIN_CP = {1: 0x80, 2: 0x800, 3: 0x10000}
+
+
+def lower_char_fsm(fsm: CharFSM, json_string: bool, canonical: bool = False, limit: int = 200_000) -> ByteDFA:
+    """The byte DFA of `fsm`'s words (as JSON strings with quotes and escapes when `json_string`). `canonical`
+    (JSON strings only): no escapes for printable ASCII other than `"` and `\\` (what a generator should write;
+    keeps forced text forced). Raises OverflowError past `limit` states."""
+    return Lowering(fsm, json_string, limit, canonical).build()
 
 
 class Lowering:
@@ -73,7 +80,7 @@ class Lowering:
         boundary = [False] * len(self.rows)
         for m in main:
             boundary[m] = True
-        return _finish(self.rows, start, acc, labels, boundary)
+        return trimmed_dfa(self.rows, start, acc, labels, boundary)
 
     # --- UTF-8 -----------------------------------------------------------------------------------------------
     def _utf8_leads(self, state: int, segs: list[tuple[int, int, int]]) -> None:

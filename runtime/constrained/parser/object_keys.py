@@ -12,10 +12,11 @@ from typing import Hashable
 
 import numpy as np
 
-from .byte_dfa import ByteDFA
-from .charfsm import label_product, literal_trie
-from .key_dfa import words_dfa
-from .nodes import EXTRA, Node, ObjectNode
+from ..automata.byte_dfa import ByteDFA
+from ..automata.charfsm import label_product, literal_trie
+from ..automata.dfa_lowering import lower_char_fsm
+from ..automata.key_dfa import words_dfa
+from ..ir.nodes import EXTRA, Node, ObjectNode
 
 _CACHE_LIMIT = 8_192
 
@@ -139,7 +140,7 @@ class ObjectKeys:
             v = node.other_node(matched)
             return ("*", matched) if v is not None and self.sat[v] else None
         fsm = label_product([trie] + pats, label)
-        return ByteDFA.from_char_fsm(fsm, json_string=True, canonical=self.canonical)
+        return lower_char_fsm(fsm, json_string=True, canonical=self.canonical)
 
     def allowed_states(self, nid: int, seen: frozenset, nk: int) -> tuple[np.ndarray, list[bool]]:
         """bool [num_states + 1] (last: dead) and the same as a list: key DFA states from which a name still

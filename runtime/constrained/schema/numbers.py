@@ -3,22 +3,20 @@ boolean form) and whole multipleOf, to one lexeme DFA each."""
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-from .byte_dfa import ByteDFA
-from .errors import GrammarError, UnsupportedSchemaError
-from .intersect import intersect
-from .json_numbers import INTEGER, NUMBER, integer_range, multiple_of_fsm, number_bound, number_range
-from .nodes import LexNode
-from .regex import regex_to_char_fsm
-
-if TYPE_CHECKING:
-    from .schema import SchemaCompiler
+from ..automata.dfa_lowering import lower_char_fsm
+from ..automata.intersect import intersect
+from ..automata.json_numbers import INTEGER, NUMBER, integer_range, multiple_of_fsm, number_bound, number_range
+from ..automata.regex import regex_to_char_fsm
+from ..errors import GrammarError, UnsupportedSchemaError
+from ..ir.nodes import LexNode
+from .lowerer import Lowerer
 
 MAX_MULTIPLE_OF = 10_000
 
 
-def lower_integer(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
     k = _multiple(s, ptr)
     ilo = None if lo is None else (math.floor(lo) + 1 if lo_excl else math.ceil(lo))
@@ -30,7 +28,7 @@ def lower_integer(sc: SchemaCompiler, s: dict, ptr: str) -> int:
 
         def build():
             fsm = intersect(regex_to_char_fsm(r, False), multiple_of_fsm(k))
-            return ByteDFA.from_char_fsm(fsm, False)
+            return lower_char_fsm(fsm, False)
         return sc.add(LexNode(sc.dfa(("mult", r, k), build)))
     if lo is None and hi is None:
         return sc.lex_regex(INTEGER)
@@ -38,7 +36,7 @@ def lower_integer(sc: SchemaCompiler, s: dict, ptr: str) -> int:
     return sc.lex_regex(r) if r else sc.never()
 
 
-def lower_number(sc: SchemaCompiler, s: dict, ptr: str) -> int:
+def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
     if _multiple(s, ptr) is not None:      # a whole multipleOf makes every valid number an integer
         return lower_integer(sc, s, ptr)
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
@@ -53,7 +51,7 @@ def lower_number(sc: SchemaCompiler, s: dict, ptr: str) -> int:
                      for v, op in ((lo, "gt" if lo_excl else "ge"), (hi, "lt" if hi_excl else "le"))
                      if v is not None]
             fsm = sides[0] if len(sides) == 1 else intersect(sides[0], sides[1])
-            return ByteDFA.from_char_fsm(fsm, False)
+            return lower_char_fsm(fsm, False)
         for name, v in (("minimum", lo), ("maximum", hi)):
             if v is not None and not math.isfinite(v):
                 raise GrammarError(f"{name} at {ptr} must be finite")

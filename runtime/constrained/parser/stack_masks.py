@@ -11,10 +11,10 @@ import threading
 
 import numpy as np
 
-from .byte_dfa import ByteDFA
-from .nodes import Node
+from ..automata.byte_dfa import ByteDFA
+from ..ir.nodes import Node
+from ..vocab.token_index import TokenIndex
 from .parser import Parser, Stack
-from .token_index import TokenIndex
 
 _CACHE_LIMIT = 8_192
 _DENSE = 4_096      # a lexeme's inside tokens past this many are OR-ed in as a cached packed mask

@@ -8,7 +8,7 @@ the cap only narrows which valid texts can be generated, like the whitespace mod
 number with no value at all (an integer `minimum` of 1e20, say), the number is left uncapped."""
 from __future__ import annotations
 
-from .byte_dfa import ByteDFA, _finish
+from .byte_dfa import ByteDFA, trimmed_dfa
 
 NUMBER_DIGITS = 16
 NUMBER_BYTES = frozenset(b"-+.eE0123456789")
@@ -50,5 +50,5 @@ def cap_digit_runs(dfa: ByteDFA, k: int = NUMBER_DIGITS) -> ByteDFA:
         acc.append(dfa.accepting_list[s])
     if not capped:
         return dfa
-    out = _finish(rows, 0, acc, {}, [False] * len(rows))
+    out = trimmed_dfa(rows, 0, acc, {}, [False] * len(rows))
     return dfa if out.is_empty() else out

@@ -1,18 +1,34 @@
 """Per-request grammar state: which parse stacks are alive after the tokens so far."""
 from __future__ import annotations
 
+from typing import Protocol
+
 import numpy as np
 import torch
 
-from .grammar import Grammar
+from ..vocab.token_index import TokenIndex
+from .parser import Stack
 
 _MAX_FORCED = 256   # bytes of forced text computed at once
+
+
+class CompiledGrammar(Protocol):
+    """What a matcher reads from its grammar (implemented by grammar.Grammar, which creates matchers)."""
+    index: TokenIndex
+    vocab_size: int
+    words: int                      # int32 words of a packed mask
+    initial: tuple[Stack, ...]      # the parse stacks before any byte
+
+    def run(self, stacks, data: bytes) -> list[Stack]: ...
+    def accepting(self, stack: Stack) -> bool: ...
+    def next_bytes(self, stack: Stack) -> frozenset: ...
+    def stack_mask(self, stack: Stack) -> np.ndarray: ...
 
 
 class GrammarMatcher:
     """Mutable, cheap to copy. Not thread-safe (one per request); the `Grammar` it reads is shared."""
 
-    def __init__(self, grammar: Grammar, stacks=None, terminated: bool = False):
+    def __init__(self, grammar: CompiledGrammar, stacks=None, terminated: bool = False):
         self.grammar = grammar
         self._stacks = stacks if stacks is not None else grammar.initial
         self._terminated = terminated

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ..errors import GrammarError
 from .charfsm import CharFSM, from_interegular
-from .errors import GrammarError
 
 
 class RegexUnsupported(GrammarError):

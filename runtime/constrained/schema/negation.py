@@ -1,10 +1,10 @@
 """`not`, rewritten into positive keywords where that is exact; any other `not` is UnsupportedSchemaError."""
 from __future__ import annotations
 
-from .errors import UnsupportedSchemaError
+from ..errors import UnsupportedSchemaError
+from .document import SchemaDocument
 from .json_values import json_kind
-from .schema_document import SchemaDocument
-from .schema_keywords import TYPES, constraints, type_kinds, type_list
+from .keywords import TYPES, constraints, type_kinds, type_list
 
 
 def apply_not(doc: SchemaDocument, schema: dict, ptr: str) -> dict:

@@ -5,11 +5,13 @@ property names), `StackMasks` (stack_masks.py: token masks per parse stack, cach
 and shared between requests; its caches only grow. `matcher()` gives the per-request state."""
 from __future__ import annotations
 
-from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from ..errors import GrammarError
+from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from ..vocab.token_index import TokenIndex
+from .matcher import GrammarMatcher
 from .object_keys import ObjectKeys
 from .parser import Parser, Stack
 from .stack_masks import StackMasks
-from .token_index import TokenIndex
 
 WS = frozenset(b" \t\n\r")
 
@@ -25,7 +27,6 @@ class Grammar:
         self.whitespace = whitespace
         self.sat = _satisfiable(nodes)
         if not self.sat[root]:
-            from .errors import GrammarError
             raise GrammarError(f"{kind} {spec[:200]!r} admits no value at all")
         if root_frame == "L":
             self.initial: tuple[Stack, ...] = ((("E",), ("L", root, nodes[root].dfa.start, 0)),)
@@ -46,8 +47,8 @@ class Grammar:
         self.next_bytes = self.parser.next_bytes
         self.stack_mask = self.masks.stack_mask
 
-    def matcher(self):
-        from .matcher import GrammarMatcher
+    def matcher(self) -> GrammarMatcher:
+        """A new per-request matcher at the start of the grammar."""
         return GrammarMatcher(self)
 
     def __repr__(self) -> str:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Optional
 
-from .byte_dfa import ByteDFA
+from ..automata.byte_dfa import ByteDFA
 
 EXTRA = ("<additional property>",)   # key-DFA label of a property name not among `properties`
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
 from .object_keys import ObjectKeys
 
 Stack = tuple

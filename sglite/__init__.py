@@ -22,7 +22,7 @@ _LAZY = {
         "system_end", "user_begin", "user_end", "assistant_begin", "assistant_end", "image", "video",
         "set_default_backend", "get_default_backend", "flush_cache", "get_server_info",
         "token_length_normalized", "greedy_token_selection", "unconditional_likelihood_normalized",
-        "SglFunction", "ProgramState", "ProgramStateGroup", "ProgramError", "SamplingParams")},
+        "SglFunction", "ProgramState", "ProgramStateGroup", "ProgramError", "SamplingParams", "RequestError")},
     # backends
     "Runtime": "sglite.backend.runtime",
     "RuntimeEndpoint": "sglite.backend.runtime_endpoint",

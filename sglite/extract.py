@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import lang as sgl
-from .lang.sampling import closed_schema
+from .protocol import closed_schema, json_schema_text
 
 
 @sgl.function
@@ -109,7 +109,9 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         print(f"loading model on {device} ...", file=sys.stderr)
         backend = Runtime(args.model, device=device, weights=args.weights, num_threads=args.num_threads)
-    schema_json = json.dumps(schema if args.allow_extra_keys else closed_schema(schema))
+    # the same conversion as gen(json_schema=Model): a schema file written from Model.model_json_schema()
+    # gives the same text, hence the same grammar
+    schema_json = json_schema_text(schema if args.allow_extra_keys else closed_schema(schema))
     t0 = time.perf_counter()
     try:
         states = extract_program.run_batch(

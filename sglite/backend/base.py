@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 from ..lang.chat_template import ChatTemplate
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
-from ..lang.sampling import SamplingParams
+from ..lang.sampling import GenParams
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,11 @@ class Backend(ABC):
         self.usage = UsageStats()
 
     @abstractmethod
-    def generate(self, prompt: Prompt, params: SamplingParams) -> Completion:
-        """Continue `prompt` under the (already merged) `params`."""
+    def generate(self, prompt: Prompt, params: GenParams) -> Completion:
+        """Continue `prompt` under `params` (merged and validated: `params.sampling` is protocol's
+        SamplingParams; send it as `params.sampling.to_dict()`, SGLang's dict shape)."""
 
-    def generate_stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[Completion]:
+    def generate_stream(self, prompt: Prompt, params: GenParams) -> Iterator[Completion]:
         """Yield text increments; the last one carries the final meta_info. Default: one chunk."""
         yield self.generate(prompt, params)
 

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 from ..lang.chat_template import ChatTemplate
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
-from ..lang.sampling import SamplingParams
+from ..lang.sampling import GenParams
 from .base import Backend, Completion, Prompt
 
 
@@ -48,13 +48,17 @@ class EngineBackend(Backend):
         return out
 
     # --- Backend ------------------------------------------------------------------------------------------
-    def generate(self, prompt: Prompt, params: SamplingParams) -> Completion:
-        body = {"prompt": prompt.text, "sampling_params": params.engine_dict(), **params.request_options()}
-        out = self._record(self._generate(body))
+    @staticmethod
+    def _generate_body(prompt: Prompt, params: GenParams) -> dict[str, Any]:
+        """Engine.generate's keywords: the sampling params as SGLang's dict (fields off their defaults)."""
+        return {"prompt": prompt.text, "sampling_params": params.sampling.to_dict(), **params.request_options()}
+
+    def generate(self, prompt: Prompt, params: GenParams) -> Completion:
+        out = self._record(self._generate(self._generate_body(prompt, params)))
         return Completion(out["text"], out.get("meta_info") or {})
 
-    def generate_stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[Completion]:
-        body = {"prompt": prompt.text, "sampling_params": params.engine_dict(), **params.request_options()}
+    def generate_stream(self, prompt: Prompt, params: GenParams) -> Iterator[Completion]:
+        body = self._generate_body(prompt, params)
         last: dict[str, Any] = {}
         for chunk in self._generate_stream(body):
             last = chunk.get("meta_info") or last

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import httpx
 
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
-from ..lang.sampling import SamplingParams
+from ..lang.sampling import GenParams
 from .base import Backend, Completion, Prompt
 
 # our name -> OpenAI body name; extras past the standard set are sent only when set
@@ -54,9 +54,11 @@ class OpenAI(Backend):
             raise OpenAIError(f"{path} -> HTTP {r.status_code}: {r.text[:500]}")
         return r.json()
 
-    def _params(self, params: SamplingParams) -> dict[str, Any]:
-        body: dict[str, Any] = {}
-        for key, value in params.engine_dict().items():
+    def _params(self, params: GenParams) -> dict[str, Any]:
+        """The OpenAI body fields of the merged params: the fields off their defaults, and max_tokens always
+        (OpenAI servers default to other limits). Logprob options are not sent."""
+        body: dict[str, Any] = {"max_tokens": params.sampling.max_new_tokens}
+        for key, value in params.sampling.to_dict().items():
             if key in _PARAM_NAMES:
                 body[_PARAM_NAMES[key]] = value
             elif key == "json_schema":
@@ -73,7 +75,7 @@ class OpenAI(Backend):
                 raise ValueError(f"the OpenAI backend cannot send {key!r}")
         return body
 
-    def _request(self, prompt: Prompt, params: SamplingParams) -> tuple[str, dict[str, Any]]:
+    def _request(self, prompt: Prompt, params: GenParams) -> tuple[str, dict[str, Any]]:
         body = {"model": self.model, **self._params(params)}
         if self.is_chat_model:
             msgs = list(prompt.messages)
@@ -95,7 +97,7 @@ class OpenAI(Backend):
                 "finish_reason": {"type": finish, "matched": None}}
 
     # --- Backend ------------------------------------------------------------------------------------------
-    def generate(self, prompt: Prompt, params: SamplingParams) -> Completion:
+    def generate(self, prompt: Prompt, params: GenParams) -> Completion:
         path, body = self._request(prompt, params)
         out = self._post(path, body)
         choice = out["choices"][0]
@@ -104,7 +106,7 @@ class OpenAI(Backend):
         self.usage.add(meta)
         return Completion(text or "", meta)
 
-    def generate_stream(self, prompt: Prompt, params: SamplingParams) -> Iterator[Completion]:
+    def generate_stream(self, prompt: Prompt, params: GenParams) -> Iterator[Completion]:
         path, body = self._request(prompt, params)
         body.update(stream=True, stream_options={"include_usage": True})
         meta: dict[str, Any] = {}

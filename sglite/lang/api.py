@@ -6,7 +6,7 @@ from typing import Any, Callable, Sequence
 from .choices import ChoicesSamplingMethod, token_length_normalized
 from .function import SglFunction
 from .ir import ExprLike, ExprList, Gen, RoleBegin, RoleEnd, Select, to_expr
-from .sampling import SamplingParams
+from .sampling import GenOptions
 
 
 def function(func: Callable | None = None, *, num_api_spec_tokens: int | None = None):
@@ -21,12 +21,13 @@ def gen(name: str | None = None, max_tokens: int | None = None, *, dtype: Any = 
         **options: Any) -> Gen | Select:
     """Generate into variable `name`. Options are SGLang's (stop, temperature, top_p, top_k, min_p,
     frequency_penalty, presence_penalty, regex, json_schema (dict, JSON string or pydantic class),
-    return_logprob, ...; see SamplingParams). `dtype=int|float|bool|str` constrains the output; `choices=`
-    makes this a select."""
+    return_logprob, ...; see sglite.protocol.SamplingParams). `dtype=int|float|bool|str` constrains the output;
+    `choices=` makes this a select. An unknown option raises TypeError; a bad value raises RequestError when
+    the gen is appended to a running program (merged with the run's options)."""
     if choices is not None:
         return select(name, choices, temperature=options.get("temperature") or 0.0,
                       choices_method=choices_method or token_length_normalized)
-    return Gen(name, SamplingParams.from_kwargs(max_tokens=max_tokens, dtype=dtype, **options))
+    return Gen(name, GenOptions.from_kwargs(max_tokens=max_tokens, dtype=dtype, **options))
 
 
 def gen_int(name: str | None = None, max_tokens: int | None = None, **options: Any) -> Gen:

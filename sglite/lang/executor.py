@@ -10,7 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .ir import Expr, Gen, RoleBegin, RoleEnd, Select, Text, VarScopeBegin, VarScopeEnd
-from .sampling import SamplingParams
+from .sampling import GenParams
 
 if TYPE_CHECKING:
     from ..backend.base import Backend, Prompt
@@ -24,10 +24,10 @@ class ProgramError(RuntimeError):
 
 
 class StreamExecutor:
-    def __init__(self, backend: "Backend", defaults: SamplingParams, *, stream: bool = False,
+    def __init__(self, backend: "Backend", defaults: GenParams | None = None, *, stream: bool = False,
                  use_thread: bool = True, trace: list[Expr] | None = None):
         self.backend = backend
-        self.defaults = defaults
+        self.defaults = defaults or GenParams()   # the run's options; each gen's own are merged over them
         self.stream = stream
         self.use_thread = use_thread
         self.trace = trace                  # when a list: every executed node is recorded (sgl trace)
@@ -52,7 +52,11 @@ class StreamExecutor:
 
     # --- program thread side ------------------------------------------------------------------------------
     def submit(self, expr: Expr) -> None:
-        for node in expr.flatten():
+        """Queue `expr`'s nodes. A gen's options are merged over the run's here, on the program's thread, so
+        an invalid value raises RequestError from `s += ...` before any node of `expr` is queued."""
+        nodes = list(expr.flatten())
+        params = [node.params.over(self.defaults) if isinstance(node, Gen) else None for node in nodes]
+        for node, p in zip(nodes, params):
             name = getattr(node, "name", None)
             if name is not None and isinstance(node, (Gen, Select, VarScopeEnd)):
                 self._events[name] = threading.Event()
@@ -61,10 +65,10 @@ class StreamExecutor:
                 if self._worker is None:
                     self._worker = threading.Thread(target=self._loop, daemon=True, name="sglite-program")
                     self._worker.start()
-                self._queue.put(node)
+                self._queue.put((node, p))
             else:
                 self.sync()   # after end(): let the worker drain first, then run inline
-                self._run_node(node)
+                self._run_node(node, p)
 
     def sync(self) -> None:
         """Wait until every submitted node has run."""
@@ -156,7 +160,7 @@ class StreamExecutor:
                 if node is _END:
                     self._mark_done()
                     return
-                self._run_node(node)
+                self._run_node(*node)
             finally:
                 self._queue.task_done()
 
@@ -165,7 +169,7 @@ class StreamExecutor:
             self._done = True
             self._cond.notify_all()
 
-    def _run_node(self, node: Expr) -> None:
+    def _run_node(self, node: Expr, params: GenParams | None = None) -> None:
         if self.trace is not None:
             self.trace.append(node)
         if self.error is not None:   # skipped; a reader of its variable gets the error, not a hang
@@ -174,7 +178,10 @@ class StreamExecutor:
                 event.set()
             return
         try:
-            getattr(self, "_exec_" + node.op)(node)
+            if isinstance(node, Gen):
+                self._exec_gen(node, params)
+            else:
+                getattr(self, "_exec_" + node.op)(node)
         except Exception as e:   # noqa: BLE001 - one failing call stops this program only
             self.fail(e)
 
@@ -206,8 +213,7 @@ class StreamExecutor:
     def _exec_text(self, node: Text) -> None:
         self._append(node.value)
 
-    def _exec_gen(self, node: Gen) -> None:
-        params = node.params.merged_over(self.defaults)
+    def _exec_gen(self, node: Gen, params: GenParams) -> None:
         if self.stream:
             parts, meta = [], {}
             for piece in self.backend.generate_stream(self.prompt(), params):

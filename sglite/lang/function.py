@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from .executor import StreamExecutor
-from .sampling import RUN_DEFAULTS, SamplingParams
+from .sampling import OPTION_NAMES, GenOptions, GenParams
 from .state import ProgramState
 
 if TYPE_CHECKING:
@@ -73,13 +73,13 @@ class SglFunction:
         return self.run(*args, **kwargs)
 
     # --- running ------------------------------------------------------------------------------------------
-    def _split(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], SamplingParams]:
-        """Program arguments vs. sampling defaults: a keyword that names a program parameter is an argument."""
-        sampling_names = SamplingParams.field_names()
-        program, sampling = {}, {}
+    def _split(self, kwargs: dict[str, Any]) -> tuple[dict[str, Any], GenParams]:
+        """Program arguments vs. generation defaults: a keyword that names a program parameter is an argument.
+        The defaults are validated here (RequestError before the program starts)."""
+        program, options = {}, {}
         for k, v in kwargs.items():
-            (sampling if k in sampling_names and k not in self.arg_names else program)[k] = v
-        return {**self.bind_arguments, **program}, SamplingParams.from_kwargs(**sampling).merged_over(RUN_DEFAULTS)
+            (options if k in OPTION_NAMES and k not in self.arg_names else program)[k] = v
+        return {**self.bind_arguments, **program}, GenOptions.from_kwargs(**options).over(GenParams())
 
     def run(self, *args: Any, stream: bool = False, backend: "Backend | None" = None, use_thread: bool = True,
             **kwargs: Any) -> ProgramState:
@@ -121,11 +121,11 @@ class SglFunction:
             raise TypeError("run_batch takes a list of dicts of program arguments")
         if not batch_kwargs:
             return []
+        defaults = GenOptions.from_kwargs(**sampling).over(GenParams())   # an unknown keyword: TypeError
         backend = backend or get_default_backend()
-        _, defaults = self._split(sampling)
         calls = [{**self.bind_arguments, **kw} for kw in batch_kwargs]
         if len(calls) > 1:
-            prefix = constant_prefix(self.func, calls, backend.chat_template())
+            prefix = constant_prefix(self.func, calls, backend.chat_template(), defaults=defaults)
             if prefix:
                 from ..backend.base import Prompt
                 backend.commit_prefix(Prompt(prefix))
@@ -161,11 +161,12 @@ class SglFunction:
         from .chat_template import ChatTemplate
         from .tracer import Trace, TracingBackend, run_untimed
 
-        program_kwargs, _ = self._split(kwargs)
+        program_kwargs, defaults = self._split(kwargs)
         for name in self._required:
             if name not in self.arg_names[:len(args)]:
                 program_kwargs.setdefault(name, "{" + name + "}")
         template = backend.chat_template() if backend is not None else ChatTemplate.chatml()
         nodes: list = []
-        ex = run_untimed(self.func, args, program_kwargs, TracingBackend(template, stop_at_first_call=False), nodes)
+        ex = run_untimed(self.func, args, program_kwargs, TracingBackend(template, stop_at_first_call=False), nodes,
+                         defaults)
         return Trace(nodes, ex.text)

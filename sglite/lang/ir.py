@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Iterator, Union
 
 if TYPE_CHECKING:
     from .choices import ChoicesSamplingMethod
-    from .sampling import SamplingParams
+    from .sampling import GenOptions
 
 
 class Expr:
@@ -41,9 +41,9 @@ class Text(Expr):
 
 @dataclass(frozen=True, eq=False)
 class Gen(Expr):
-    """Generate text into variable `name` with the given (partial) sampling params."""
+    """Generate text into variable `name` with the options this gen set (merged over the run's when run)."""
     name: str | None
-    params: "SamplingParams"
+    params: "GenOptions"
     op = "gen"
 
     def __repr__(self) -> str:

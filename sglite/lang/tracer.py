@@ -12,7 +12,7 @@ from .chat_template import ChatTemplate
 from .choices import ChoicesDecision
 from .executor import StreamExecutor
 from .ir import Expr
-from .sampling import RUN_DEFAULTS, SamplingParams
+from .sampling import GenParams
 
 
 class StopTrace(Exception):
@@ -31,7 +31,7 @@ class TracingBackend(Backend):
     def chat_template(self) -> ChatTemplate:
         return self._template
 
-    def generate(self, prompt: Prompt, params: SamplingParams) -> Completion:
+    def generate(self, prompt: Prompt, params: GenParams) -> Completion:
         if self.stop_at_first_call:
             raise StopTrace()
         return Completion("")
@@ -43,11 +43,11 @@ class TracingBackend(Backend):
 
 
 def run_untimed(func: Callable, args: tuple, kwargs: dict[str, Any], backend: TracingBackend,
-                record: list[Expr] | None = None) -> StreamExecutor:
+                record: list[Expr] | None = None, defaults: GenParams | None = None) -> StreamExecutor:
     """Run `func` inline (no worker thread) against the tracing backend; exceptions end the trace."""
     from .state import ProgramState
 
-    ex = StreamExecutor(backend, RUN_DEFAULTS, use_thread=False, trace=record)
+    ex = StreamExecutor(backend, defaults, use_thread=False, trace=record)
     try:
         func(ProgramState(ex), *args, **kwargs)
     except Exception as e:   # noqa: BLE001 - reading a variable after StopTrace lands here; that ends the trace
@@ -57,13 +57,13 @@ def run_untimed(func: Callable, args: tuple, kwargs: dict[str, Any], backend: Tr
 
 
 def constant_prefix(func: Callable, batch_kwargs: list[dict[str, Any]], template: ChatTemplate,
-                    min_chars: int = 32) -> str:
+                    min_chars: int = 32, defaults: GenParams | None = None) -> str:
     """The longest text every instance appends before its first model call, cut back to a line or word
     boundary so that its tokenization matches the instances'. "" when shorter than `min_chars`."""
     backend = TracingBackend(template, stop_at_first_call=True)
     prefix: str | None = None
     for kwargs in batch_kwargs:
-        text = run_untimed(func, (), kwargs, backend).text
+        text = run_untimed(func, (), kwargs, backend, defaults=defaults).text
         prefix = text if prefix is None else _common_prefix(prefix, text)
         if not prefix:
             return ""

@@ -17,3 +17,12 @@ def backend_of():
     def make(engine):
         return Runtime(engine=engine)
     return make
+
+
+@pytest.fixture(scope="module")
+def tiny_runtime(tiny_model):
+    """The in-process Runtime on the tiny random-weight model (one engine per test module)."""
+    from sglite.backend.runtime import Runtime
+
+    with Runtime(tiny_model, max_total_tokens=16384, max_running_requests=16) as rt:
+        yield rt

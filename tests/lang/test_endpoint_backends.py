@@ -65,11 +65,18 @@ def test_endpoint_errors_name_the_problem_and_openai_streams(client, tiny_model)
     ep = sgl.RuntimeEndpoint("http://testserver", client=client, tokenizer=tiny_model.tokenizer)
 
     @sgl.function
-    def bad(s):
+    def bad_top_p(s):
         s += "Hi" + sgl.gen("x", max_tokens=4, top_p=5.0)
 
-    st = bad.run(backend=ep)
-    assert "top_p" in str(st.error()) and "HTTP 4" in str(st.error())
+    @sgl.function
+    def bad_regex(s):
+        s += "Hi" + sgl.gen("x", max_tokens=4, regex="([0-9]")
+
+    with pytest.raises(sgl.RequestError) as e:   # refused by the language's merge, before any request
+        bad_top_p.run(backend=ep)
+    assert e.value.param == "top_p"
+    st = bad_regex.run(backend=ep)               # only the server's grammar compiler can judge this one
+    assert "regex" in str(st.error()) and "HTTP 400" in str(st.error())
 
     @sgl.function
     def story(s):

@@ -47,7 +47,7 @@ def test_extract_bad_inputs_fail_fast(tmp_path, capsys):
 
 
 def test_closed_schema_only_closes_open_objects():
-    from sglite.lang.sampling import closed_schema
+    from sglite.protocol import closed_schema
     s = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}},
                                           "c": {"type": "object", "additionalProperties": True,
                                                 "properties": {}}}}

@@ -91,4 +91,5 @@ class Backend(ABC):
         return {}
 
     def shutdown(self) -> None:
-        pass
+        """Release what the backend holds (an engine it built, HTTP connections). Called by its owner; the
+        library calls it only for the default runtime it created itself (see get_default_backend)."""

@@ -1,7 +1,6 @@
 """Runtime: the in-process engine as a language backend (the embedded default; no server needed)."""
 from __future__ import annotations
 
-import atexit
 from typing import Any, Iterator
 
 from ..lang.chat_template import ChatTemplate
@@ -11,7 +10,11 @@ from .engine_backend import EngineBackend
 class Runtime(EngineBackend):
     """`sgl.Runtime(model=None, **engine_options)`: builds an `Engine` (model: None = the default model, a
     path, or a loaded Model) running its loop in a background thread. `Runtime(engine=...)` wraps an existing
-    engine (anything with Engine's generate / flush_cache / get_stats)."""
+    engine (anything with Engine's generate / flush_cache / get_stats).
+
+    The constructor only builds the engine (whose options, e.g. num_threads, are the engine's business); it
+    registers no exit hook. Stop it with `shutdown()` (which shuts the engine down, wrapped or built) or
+    `with sgl.Runtime(...) as rt:`."""
 
     def __init__(self, model: Any = None, *, engine: Any = None, model_path: Any = None, **engine_options: Any):
         super().__init__()
@@ -22,7 +25,6 @@ class Runtime(EngineBackend):
             engine = Engine(model, **engine_options)
         self.engine = engine
         self._template: ChatTemplate | None = None
-        atexit.register(self.shutdown)   # stop the engine thread before the interpreter tears torch down
 
     @property
     def tokenizer(self) -> Any:

@@ -1,8 +1,10 @@
-"""StreamExecutor: runs one program's IR nodes against a backend, in order, on a worker thread.
+"""StreamExecutor: runs one program's IR nodes against a backend, in order, off the program's thread.
 
 The program's Python code only submits nodes and goes on (it "runs ahead"); reading a variable blocks until
-the node that produces it has run. State mutated here (text, variables, meta_info, messages) is written only
-by the worker thread; readers call sync() or wait on the variable's event first."""
+the node that produces it has run. Nodes run on a worker thread that is started when a node is queued and
+none is running, and that exits once the queue is empty, so an idle or abandoned state holds no thread.
+State mutated here (text, variables, meta_info, messages) is written only by the worker (at most one at a
+time); readers call sync() or wait on the variable's event first."""
 from __future__ import annotations
 
 import queue
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
     from ..backend.base import Backend, Prompt
     from .chat_template import ChatTemplate
 
-_END = object()  # queue sentinel
+_END = object()  # queue sentinel: the program has ended
 
 
 class ProgramError(RuntimeError):
@@ -43,8 +45,9 @@ class StreamExecutor:
         self._scopes: dict[str, int] = {}    # var_scope name -> start offset
         self._events: dict[str, threading.Event] = {}
         self._pending: set[str] = set()      # variables submitted but not produced yet
-        self._queue: queue.Queue = queue.Queue()
-        self._worker: threading.Thread | None = None
+        self._queue: queue.Queue = queue.Queue()   # (node, its GenParams or None), or _END
+        self._lock = threading.Lock()              # guards _worker_running against queue puts
+        self._worker_running = False
         self._ended = False
         self._cond = threading.Condition()   # guards _chunks/_done for streaming readers
         self._chunks: list[tuple[str | None, str]] = []   # (variable or None, text) in append order
@@ -62,29 +65,27 @@ class StreamExecutor:
                 self._events[name] = threading.Event()
                 self._pending.add(name)
             if self.use_thread and not self._ended:
-                if self._worker is None:
-                    self._worker = threading.Thread(target=self._loop, daemon=True, name="sglite-program")
-                    self._worker.start()
-                self._queue.put((node, p))
+                self._enqueue((node, p))
             else:
                 self.sync()   # after end(): let the worker drain first, then run inline
                 self._run_node(node, p)
 
     def sync(self) -> None:
         """Wait until every submitted node has run."""
-        if self._worker is not None:
-            self._queue.join()
+        self._queue.join()
 
     def end(self) -> None:
-        """No more nodes will come from the program; the worker exits after draining. Idempotent; nodes
-        submitted afterwards run inline."""
+        """No more nodes will come from the program; streaming readers finish once the queued ones have run.
+        Idempotent; nodes submitted afterwards run inline."""
         if self._ended:
             return
         self._ended = True
-        if self._worker is not None:
-            self._queue.put(_END)
+        with self._lock:
+            busy = self._worker_running
+        if busy:
+            self._enqueue(_END)   # marks done after the queued nodes
         else:
-            self._mark_done()
+            self._mark_done()     # no worker: everything queued has run
 
     def get_var(self, name: str) -> Any:
         event = self._events.get(name)
@@ -153,14 +154,27 @@ class StreamExecutor:
         return var_name is not None and var_name not in self._pending and var_name in self.variables
 
     # --- worker side --------------------------------------------------------------------------------------
-    def _loop(self) -> None:
+    def _enqueue(self, item: Any) -> None:
+        with self._lock:
+            self._queue.put(item)
+            if self._worker_running:
+                return
+            self._worker_running = True
+        threading.Thread(target=self._drain, daemon=True, name="sglite-program").start()
+
+    def _drain(self) -> None:
+        """The worker: runs queued items in order and exits when the queue is empty."""
         while True:
-            node = self._queue.get()
-            try:
-                if node is _END:
-                    self._mark_done()
+            with self._lock:
+                if self._queue.empty():
+                    self._worker_running = False
                     return
-                self._run_node(*node)
+                item = self._queue.get_nowait()
+            try:
+                if item is _END:
+                    self._mark_done()
+                else:
+                    self._run_node(*item)
             finally:
                 self._queue.task_done()
 

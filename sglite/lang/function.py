@@ -1,9 +1,10 @@
 """SglFunction: what `@sgl.function` returns. run / run_batch / bind / trace, and the default backend."""
 from __future__ import annotations
 
+import atexit
 import inspect
+import logging
 import os
-import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -16,25 +17,31 @@ if TYPE_CHECKING:
     from ..backend.base import Backend
     from .tracer import Trace
 
+logger = logging.getLogger(__name__)
+
 _default_lock = threading.Lock()
 _default_backend: "Backend | None" = None
 
 
 def set_default_backend(backend: "Backend") -> None:
-    """The backend programs use when run() gets no backend=."""
+    """The backend programs use when run() gets no backend=. Its owner shuts it down."""
     global _default_backend
     _default_backend = backend
 
 
 def get_default_backend(create: bool = True) -> "Backend | None":
-    """The default backend; without one, an in-process `Runtime()` on the default model is created once."""
+    """The default backend. Without one (and with `create`), an in-process `Runtime()` on the default model is
+    created once, logged, and shut down at interpreter exit: the library's only atexit hook, since nobody
+    else holds that runtime. A backend given to set_default_backend is never shut down by the library."""
     global _default_backend
     with _default_lock:
         if _default_backend is None and create:
             from ..backend.runtime import Runtime
-            print("sglite: no backend set; starting the in-process Runtime() on the default model "
-                  "(sgl.set_default_backend(...) to choose)", file=sys.stderr)
-            _default_backend = Runtime()
+            logger.warning("sglite: no backend set; starting the in-process Runtime() on the default model "
+                           "(sgl.set_default_backend(...) to choose)")
+            runtime = Runtime()
+            atexit.register(runtime.shutdown)
+            _default_backend = runtime
         return _default_backend
 
 

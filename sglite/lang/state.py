@@ -117,11 +117,6 @@ class ProgramState:
     def __aiter__(self) -> AsyncIterator[str]:
         return self.text_async_iter()
 
-    def __del__(self) -> None:
-        ex = getattr(self, "_ex", None)
-        if ex is not None:
-            ex.end()   # lets an unjoined branch's worker thread exit
-
     def __repr__(self) -> str:
         text = self.text()
         short = text if len(text) <= 200 else text[:120] + " ... " + text[-60:]

@@ -274,8 +274,6 @@ class GenerateRequest:
         if self.logprob_start_len is not None and not _is_int(self.logprob_start_len):
             raise RequestError("logprob_start_len", "invalid_type",
                                f"logprob_start_len must be an int or None, got {self.logprob_start_len!r}")
-        if self.stream and self.params.n != 1:
-            raise RequestError("n", "invalid_value", "a streamed request takes n=1")
 
     def sample_ids(self) -> list[str]:
         """The request id of each of its n samples."""
@@ -432,7 +430,8 @@ class EngineAPI(Protocol):
 @runtime_checkable
 class RequestStreamHandle(Protocol):
     """One queued sample. Iterate it (`for chunk in h`, or `async for` when submitted with an event loop) to
-    get its StreamChunks; `output()` waits for the end and returns the GenerateOutput."""
+    get its StreamChunks; `output()` waits for the end and returns the GenerateOutput (at once, on any thread,
+    once the last chunk has been read)."""
 
     rid: str
 

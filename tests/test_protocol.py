@@ -90,7 +90,6 @@ def test_generate_request_validation():
     assert GenerateRequest(input_ids=[1, 2]).input_ids == (1, 2)
     for kwargs, param in [(dict(), "prompt"), (dict(text="a", input_ids=[1]), "prompt"),
                           (dict(text="a", top_logprobs_num=-1), "top_logprobs_num"),
-                          (dict(text="a", stream=True, params={"n": 2}), "n"),
                           (dict(text="a", params={"temperature": -1}), "temperature")]:
         with pytest.raises(RequestError) as info:
             GenerateRequest(**kwargs)

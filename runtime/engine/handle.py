@@ -50,9 +50,11 @@ class RequestHandle:
             yield self._record(await self._queue.get())
 
     def output(self) -> GenerateOutput:
-        """Waits for the end (consuming the chunks not yet read) and returns the result."""
-        for _ in self:
-            pass
+        """Waits for the end (consuming the chunks not yet read) and returns the result; once the end has been
+        read (by `for` or `async for`), returns at once, on any thread."""
+        if self._output is None:
+            for _ in self:
+                pass
         return self._output
 
     async def aoutput(self) -> GenerateOutput:

@@ -82,10 +82,14 @@ class EngineCore:
             seed = p.seed + i if p.seed is not None else hash((self.config.seed, next(self._counter))) % 2**62
             reqs.append(Req(rid, ids, p, return_logprob=request.return_logprob,
                             logprob_start_len=request.logprob_start_len, top_logprobs_num=request.top_logprobs_num,
-                            generator=None if p.is_greedy else torch.Generator().manual_seed(seed),
+                            generator=None if p.is_greedy else self._generator(seed),
                             matcher=grammar.matcher() if grammar is not None else None,
                             stop_checker=StopChecker(self.tokenizer, p.stop, p.skip_special_tokens, p.no_stop_trim)))
         return reqs
+
+    def _generator(self, seed: int) -> torch.Generator:
+        """A request's own random stream, on the device its logits are sampled on."""
+        return torch.Generator(device=self.runner.device).manual_seed(seed)
 
     def add(self, request: GenerateRequest | list[Req]) -> list[Req]:
         """Queues a request (or Reqs made by make_reqs). Returns its Reqs."""

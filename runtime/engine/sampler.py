@@ -2,14 +2,16 @@
 
 Order per step: log-probabilities of the raw logits (reported), penalties, min_new_tokens / grammar masks, then
 greedy argmax or temperature -> top-k -> top-p -> min-p -> a draw from the request's own torch.Generator (so a
-seeded request samples the same token whatever else is in the batch). Python loops run over the batch, never
-over the vocabulary.
+seeded request samples the same token whatever else is in the batch). Everything stays on the logits' device;
+the chosen ids cross to the host once per step. Python loops run over the batch, never over the vocabulary.
 """
 from __future__ import annotations
 
 from typing import NamedTuple, Sequence
 
 import torch
+
+from sglite.kernels.token_mask import apply_token_bitmask   # Triton on CUDA tensors, torch elsewhere
 
 from .grammar_masks import GrammarMasks
 from .request import Req
@@ -22,21 +24,6 @@ class SampleOutput(NamedTuple):
     token_ids: list[int]
     logprobs: list[float] | None                   # raw-distribution logprob of each chosen token
     top_logprobs: list[list[tuple[float, int]]] | None
-
-
-def apply_token_bitmask(logits: torch.Tensor, bitmask: torch.Tensor) -> None:
-    """logits [B, V] float; bitmask [B, ceil(V/32)] int32 (bit j of word w = token 32w+j allowed). In place."""
-    try:
-        from sglite.kernels.token_mask import apply_token_bitmask as kernel
-    except ImportError:
-        kernel = None
-    if kernel is not None:
-        kernel(logits, bitmask)
-        return
-    V = logits.shape[1]
-    bits = torch.arange(32, dtype=torch.int32, device=bitmask.device)
-    allowed = ((bitmask[:, :, None] >> bits) & 1).bool().reshape(bitmask.shape[0], -1)[:, :V]
-    logits.masked_fill_(~allowed, NEG_INF)
 
 
 class Sampler:
@@ -55,10 +42,13 @@ class Sampler:
         self._apply_penalties(logits, reqs)
         self._apply_masks(logits, reqs, masks)
 
-        token_ids = torch.empty(B, dtype=torch.int64)
         greedy = [i for i, r in enumerate(reqs) if r.params.is_greedy]
-        if greedy:
-            token_ids[greedy] = logits[greedy].argmax(dim=-1).cpu()
+        if len(greedy) == B:
+            token_ids = logits.argmax(dim=-1)
+        else:
+            token_ids = torch.empty(B, dtype=torch.int64, device=logits.device)
+        if greedy and len(greedy) < B:
+            token_ids[greedy] = logits[greedy].argmax(dim=-1)
         sampled = [i for i, r in enumerate(reqs) if not r.params.is_greedy]
         if sampled:
             token_ids[sampled] = self._sample_rows(logits[sampled], [reqs[i] for i in sampled])
@@ -136,7 +126,10 @@ class Sampler:
 
     # --- drawing ----------------------------------------------------------------------------------------------
     def _sample_rows(self, logits: torch.Tensor, reqs: Sequence[Req]) -> torch.Tensor:
-        """logits [R, V] of non-greedy requests -> [R] token ids (CPU int64)."""
+        """logits [R, V] of non-greedy requests -> [R] int64 token ids, on the logits' device.
+
+        A draw is argmax(probs / q) with q ~ Exp(1) from the request's own generator (on the same device): the
+        exponential race picks token i with probability probs[i] (exactly; tokens with probability 0 never)."""
         dev = logits.device
         temp = torch.tensor([r.params.temperature for r in reqs], device=dev)[:, None]
         probs = torch.softmax(logits / temp, dim=-1)
@@ -148,11 +141,10 @@ class Sampler:
         if any(m > 0 for m in min_p):
             floor = torch.tensor(min_p, device=dev)[:, None] * probs.max(dim=-1, keepdim=True).values
             probs = probs.masked_fill(probs < floor, 0.0)
-        probs = probs.cpu()
-        out = torch.empty(len(reqs), dtype=torch.int64)
+        q = torch.empty_like(probs)
         for i, r in enumerate(reqs):
-            out[i] = torch.multinomial(probs[i], 1, generator=r.generator)[0]
-        return out
+            q[i].exponential_(generator=r.generator)
+        return (probs / q.clamp_min_(1e-30)).argmax(dim=-1)
 
 
 def top_k_top_p(probs: torch.Tensor, top_k: Sequence[int], top_p: Sequence[float]) -> torch.Tensor:

@@ -4,8 +4,7 @@
     python bench/kernels.py --cpu-smoke [--e2e]    # tiny shapes under TRITON_INTERPRET=1: the script works
 
 Rows: device copy bandwidth (the ceiling), paged decode attention at batch 1/32/128 x context 1k/8k (achieved
-bandwidth and % of copy), extend attention (TFLOP/s), KV store, token-mask application, fused add+RMSNorm and
-rotary (not wired into the model yet: these rows decide whether they pay); with --e2e, greedy
+bandwidth and % of copy), extend attention (TFLOP/s), KV store and token-mask application; with --e2e, greedy
 decoding with the Triton vs torch backends (tokens must match); with --engine, Engine decode throughput.
 Timings on CUDA are medians from triton.testing.do_bench (L2 flushed between runs); on the CPU, one run.
 """
@@ -42,7 +41,6 @@ def main() -> int:
     b.extend()
     b.kv_store(copy_gbs)
     b.token_mask()
-    b.fused(copy_gbs)
     if args.e2e:
         b.e2e()
     if args.engine:
@@ -208,39 +206,6 @@ class Bench:
             ours = self.ms(lambda: apply_token_bitmask_triton(logits, mask))
             peer = self.ms(lambda: apply_token_bitmask_torch(logits, mask))
             self.row("token_mask", f"batch {B:>3} x vocab {V}", ours, peer, "fp32 logits, ~50% allowed")
-
-    def fused(self, copy_gbs: float) -> None:
-        """Candidates for wiring into the model: fused add+RMSNorm and in-place rotary vs the torch ops."""
-        from sglite.kernels.rmsnorm import rms_norm_triton
-        from sglite.kernels.rotary import apply_rotary_triton
-        torch = self.torch
-        F = torch.nn.functional
-        T, H = (8, 64) if self.smoke else (8192, 4096)
-        x, r = (torch.randn(T, H, device=self.device, dtype=self.dtype) for _ in range(2))
-        w = torch.randn(H, device=self.device, dtype=self.dtype)
-        ours = self.ms(lambda: rms_norm_triton(x, w, 1e-5, r))
-
-        def peer():
-            h = x + r
-            return F.rms_norm(h, (H,), w, 1e-5), h
-
-        peer_ms = self.ms(peer)
-        gbs = 4 * x.numel() * x.element_size() / ours / 1e6   # read x, r; write out, h
-        self.row("add+rmsnorm", f"{T} x {H}", ours, peer_ms, f"{gbs:.0f} GB/s = {100 * gbs / copy_gbs:.0f}% of copy")
-        Hq, Hkv, D = self.Hq, self.Hkv, self.D
-        qkv = torch.randn(T, Hq + 2 * Hkv, D, device=self.device, dtype=self.dtype)
-        q, k = qkv[:, :Hq], qkv[:, Hq:Hq + Hkv]
-        ang = torch.rand(4096 if not self.smoke else 64, D, device=self.device)
-        cos, sin = ang.cos().to(self.dtype), ang.sin().to(self.dtype)
-        pos = torch.randint(0, cos.shape[0], (T,), device=self.device)
-        ours = self.ms(lambda: apply_rotary_triton(q, k, cos, sin, pos))
-
-        def peer_rot():  # runtime/model.py's formula, q and k separately
-            c, s = cos[pos][:, None], sin[pos][:, None]
-            return [x * c + torch.cat([-x[..., D // 2:], x[..., :D // 2]], -1) * s for x in (q, k)]
-
-        peer_ms = self.ms(peer_rot)
-        self.row("rotary", f"{T} tokens, {Hq}+{Hkv} heads x {D}", ours, peer_ms, "in place vs out of place")
 
     def tune(self, copy_gbs: float) -> None:
         """A small sweep at the headline shapes, to pick defaults from numbers rather than guesses."""

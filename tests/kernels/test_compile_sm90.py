@@ -13,7 +13,7 @@ SCRIPT = textwrap.dedent('''
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import ASTSource
-    from sglite.kernels import decode_attention, extend_attention, kv_store, rmsnorm, rotary, token_mask
+    from sglite.kernels import decode_attention, extend_attention, kv_store, token_mask
 
     PTXAS = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "ptxas")
 
@@ -65,13 +65,6 @@ SCRIPT = textwrap.dedent('''
                                      **i32("V", "logits_row_stride", "mask_row_stride"),
                                      HAS_INDICES="constexpr", BLOCK="constexpr"),
           dict(HAS_INDICES=True, BLOCK=4096), 4)
-    build(rmsnorm._kernel(), dict(x_ptr="*bf16", res_ptr="*bf16", w_ptr="*bf16", out_ptr="*bf16", h_ptr="*bf16",
-                                  **i32("H", "stride_x", "stride_r", "stride_o", "stride_h"), eps="fp32",
-                                  HAS_RESIDUAL="constexpr", BLOCK="constexpr"),
-          dict(HAS_RESIDUAL=True, BLOCK=4096), 16)
-    build(rotary._kernel(), dict(x_ptr="*bf16", cos_ptr="*bf16", sin_ptr="*bf16", pos_ptr="*i64",
-                                 **i32("stride_t", "stride_h", "stride_c", "H", "HALF"),
-                                 BLOCK_H="constexpr", BLOCK_HALF="constexpr"), dict(BLOCK_H=32, BLOCK_HALF=64), 4)
     print("ALL COMPILED")
 ''')
 

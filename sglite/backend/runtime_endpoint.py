@@ -10,11 +10,17 @@ from typing import Any, Iterator
 import httpx
 
 from ..lang.chat_template import ChatTemplate
+from ..protocol import RequestError
 from .engine_backend import EngineBackend
 
 
 class ServerError(RuntimeError):
     """The server answered with an error; the message is the server's."""
+
+
+class ServerRequestError(RequestError):
+    """The server refused the request (HTTP 400 naming a field): the same RequestError the in-process engine
+    raises, so a program catches one type whichever backend runs it."""
 
 
 class RuntimeEndpoint(EngineBackend):
@@ -45,6 +51,9 @@ class RuntimeEndpoint(EngineBackend):
             except ValueError:
                 detail = r.text
             msg = detail.get("message", detail) if isinstance(detail, dict) else detail
+            if r.status_code == 400 and isinstance(detail, dict) and detail.get("code"):
+                raise ServerRequestError(detail.get("param"), detail["code"],
+                                         f"{r.request.url.path} -> HTTP 400: {msg}")
             raise ServerError(f"{r.request.url.path} -> HTTP {r.status_code}: {msg}")
 
     def _generate(self, body: dict[str, Any]) -> Any:

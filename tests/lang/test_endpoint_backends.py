@@ -77,6 +77,9 @@ def test_endpoint_errors_name_the_problem_and_openai_streams(client, tiny_model)
     assert e.value.param == "top_p"
     st = bad_regex.run(backend=ep)               # only the server's grammar compiler can judge this one
     assert "regex" in str(st.error()) and "HTTP 400" in str(st.error())
+    err = st.error()
+    err = err if isinstance(err, sgl.RequestError) else err.__cause__   # the server's 400, as a RequestError
+    assert isinstance(err, sgl.RequestError) and err.param == "regex" and err.code == "invalid_grammar"
 
     @sgl.function
     def story(s):

@@ -9,29 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from typing import Any, AsyncIterator
 
 from starlette.requests import Request
 
-from sglite.protocol import (ABORT_SHUTDOWN, FinishKind, GenerateOutput, GenerateRequest, RequestError, SamplingParams,
-                             StreamChunk)
+from sglite.protocol import ABORT_SHUTDOWN, FinishKind, GenerateOutput, GenerateRequest, RequestError, StreamChunk
 
 from .errors import APIError
 from .metrics import RequestClock, ServerMetrics
 
 logger = logging.getLogger(__name__)
 _END = object()
-
-
-def make_requests(params: SamplingParams, stream: bool, **fields: Any) -> list[GenerateRequest]:
-    """One GenerateRequest; a streamed one with n > 1 as n one-sample requests `rid-i` with seed + i (the
-    protocol streams n=1 only; the engine seeds sample i of a request with seed + i too)."""
-    if not stream or params.n == 1:
-        return [GenerateRequest(params=params, stream=stream, **fields)]
-    rid = uuid.uuid4().hex
-    return [GenerateRequest(params=params.replace(n=1, seed=None if params.seed is None else params.seed + i),
-                            stream=True, rid=f"{rid}-{i}", **fields) for i in range(params.n)]
 
 
 def _internal_error(e: BaseException) -> APIError:

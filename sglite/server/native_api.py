@@ -15,7 +15,7 @@ from starlette.responses import Response
 from sglite.protocol import GenerateRequest, RequestError, SamplingParams, chunk_to_dict
 
 from .bodies import GenerateBody
-from .engine_client import EngineClient, RequestStream, collect, make_requests
+from .engine_client import EngineClient, RequestStream, collect
 from .errors import bad_request, from_request_error
 from .model_info import ModelInfo
 from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
@@ -58,8 +58,8 @@ def generate_requests(body: GenerateBody, vocab_size: int) -> tuple[list[Generat
         p = SamplingParams.from_dict(params[i])
         batch = batch or p.n > 1   # n samples come back as a list, prompt-major
         prompt_kw = {"text": prompt} if body.text is not None else {"input_ids": prompt}
-        requests += make_requests(p, body.stream, return_logprob=lps[i], logprob_start_len=starts[i],
-                                  top_logprobs_num=tops[i] or 0, **prompt_kw)
+        requests.append(GenerateRequest(params=p, stream=body.stream, return_logprob=lps[i],
+                                        logprob_start_len=starts[i], top_logprobs_num=tops[i] or 0, **prompt_kw))
     return requests, batch
 
 

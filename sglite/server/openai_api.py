@@ -1,8 +1,7 @@
 """OpenAI-compatible `/v1/chat/completions` and `/v1/completions`: request -> GenerateRequests -> response.
 
-A prompt's `n` choices are the samples of one engine request (they share its prompt); a streamed request
-with n > 1 is sent as n one-sample requests (see `make_requests`). With a `seed`, choice i uses seed + i, so
-the choices differ but the response is reproducible, streamed or not."""
+A prompt's `n` choices are the samples of one engine request (they share its prompt), streamed or not. With a
+`seed`, choice i uses seed + i, so the choices differ but the response is reproducible."""
 from __future__ import annotations
 
 import asyncio
@@ -16,7 +15,7 @@ from starlette.responses import Response
 from sglite.protocol import GenerateRequest, RequestError, SamplingParams
 
 from .bodies import ChatCompletionRequest, CompletionRequest
-from .engine_client import EngineClient, RequestStream, collect, make_requests
+from .engine_client import EngineClient, RequestStream, collect
 from .errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_error
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
@@ -45,9 +44,9 @@ class OpenAIServing:
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
         try:
             params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
-            requests = make_requests(params, req.stream, input_ids=prompt_ids, return_logprob=req.logprobs,
-                                     top_logprobs_num=req.top_logprobs or 0,
-                                     logprob_start_len=len(prompt_ids) if req.logprobs else None)
+            requests = [GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids,
+                                        return_logprob=req.logprobs, top_logprobs_num=req.top_logprobs or 0,
+                                        logprob_start_len=len(prompt_ids) if req.logprobs else None)]
             streams = await self.client.start(requests)
         except RequestError as e:
             raise from_request_error(e, self._names(req, "messages")) from None
@@ -132,9 +131,9 @@ class OpenAIServing:
             for ids in all_ids:
                 self._check_ids(ids)
                 params = self._sampling_params(req, len(ids), req.max_tokens, "prompt", default_max_tokens=16)
-                requests += make_requests(params, req.stream, input_ids=ids, return_logprob=want_lp,
-                                          top_logprobs_num=req.logprobs or 0,
-                                          logprob_start_len=(0 if echo else len(ids)) if want_lp else None)
+                requests.append(GenerateRequest(params=params, stream=req.stream, input_ids=ids,
+                                                return_logprob=want_lp, top_logprobs_num=req.logprobs or 0,
+                                                logprob_start_len=(0 if echo else len(ids)) if want_lp else None))
             streams = await self.client.start(requests)
         except RequestError as e:
             raise from_request_error(e, self._names(req, "prompt")) from None

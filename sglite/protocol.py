@@ -345,6 +345,8 @@ class StreamChunk:
     completion_tokens: int = 0
     cached_tokens: int = 0
     forced_tokens: int = 0
+    decode_passes: int = 0          # forward passes in which this request sampled or verified tokens
+    spec_accepted_tokens: int = 0   # of completion_tokens, draft tokens accepted (speculative decoding)
     finish_reason: FinishReason | None = None
 
     @property
@@ -363,6 +365,8 @@ class GenerateOutput:
     prompt_tokens: int
     cached_tokens: int = 0
     forced_tokens: int = 0
+    decode_passes: int = 0
+    spec_accepted_tokens: int = 0
     input_token_logprobs: tuple[TokenLogprob, ...] | None = None   # None: not asked for
     input_top_logprobs: tuple[TopLogprobs, ...] | None = None
     output_token_logprobs: tuple[TokenLogprob, ...] | None = None
@@ -378,6 +382,7 @@ class GenerateOutput:
         meta: dict[str, Any] = {
             "id": self.rid, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "forced_tokens": self.forced_tokens, "cached_tokens": self.cached_tokens,
+            "decode_passes": self.decode_passes, "spec_accepted_tokens": self.spec_accepted_tokens,
             "finish_reason": self.finish_reason.to_dict(),
         }
         if self.e2e_latency is not None:
@@ -397,6 +402,7 @@ def chunk_to_dict(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "id": chunk.rid, "prompt_tokens": chunk.prompt_tokens, "completion_tokens": chunk.completion_tokens,
         "forced_tokens": chunk.forced_tokens, "cached_tokens": chunk.cached_tokens,
+        "decode_passes": chunk.decode_passes, "spec_accepted_tokens": chunk.spec_accepted_tokens,
         "finish_reason": chunk.finish_reason.to_dict() if chunk.finish_reason else None,
     }
     if with_logprobs:

@@ -30,6 +30,9 @@ class EngineConfig:
     background: bool = True               # run the scheduling loop in a daemon thread
     max_context: int | None = None        # None: the model's context length
     in_batch_prefix_threshold: int = 32   # defer a waiting request sharing this many uncached tokens with one admitted
+    speculative_algorithm: str | None = None   # "ngram": drafts from the request's own and other requests' text,
+                                               # verified in the next forward pass (see speculative.py); None: off
+    speculative_num_draft_tokens: int = 6      # the most draft tokens per request per pass
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str) -> ValueError:
@@ -59,6 +62,10 @@ class EngineConfig:
         if self.weights != "auto":
             from ..weight_plan import WeightPlan
             WeightPlan.parse(self.weights)   # raises ValueError naming the bad format
+        if self.speculative_algorithm not in (None, "ngram"):
+            raise bad("speculative_algorithm", "must be None (off) or 'ngram'")
+        if not isinstance(self.speculative_num_draft_tokens, int) or not 1 <= self.speculative_num_draft_tokens <= 32:
+            raise bad("speculative_num_draft_tokens", "must be an int in [1, 32]")
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
 

@@ -33,6 +33,7 @@ from .processor import StepProcessor
 from .request import Req
 from .sampler import Sampler
 from .scheduler import Scheduler
+from .speculative import NgramDrafter
 from .stop import StopChecker
 
 logger = logging.getLogger(__name__)
@@ -57,7 +58,8 @@ class EngineCore:
                             cfg.disable_radix_cache)
         self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order)
-        self.scheduler = Scheduler(cfg, self.kv)
+        self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens) if cfg.speculative_algorithm == "ngram" else None
+        self.scheduler = Scheduler(cfg, self.kv, self.drafter)
         eos = self.tokenizer.eos_token_id
         self.processor = StepProcessor(Sampler(mc.vocab_size, eos), eos, self.scheduler.finish,
                                        self.grammar.jump_forward if cfg.enable_jump_forward else None)
@@ -204,6 +206,10 @@ class EngineCore:
         s["pool_tokens"] = self.pool_tokens
         s["pool_free_tokens"] = self.kv.allocator.available
         s["cached_tree_tokens"] = self.kv.cache.total_size if self.kv.cache else 0
+        if self.drafter is not None:
+            d = self.drafter
+            s.update(spec_draft_tokens=d.proposed, spec_accepted_tokens=d.accepted,
+                     spec_acceptance_rate=d.accepted / d.proposed if d.proposed else 0.0)
         return s
 
     def shutdown(self) -> None:

@@ -74,6 +74,12 @@ class KVManager:
         self.cache.unlock(req.last_node)
         req.last_node, req.cached_len = node, req.kv_len
 
+    def free_tail(self, req: Req, n: int) -> None:
+        """Frees the n slots written just past req's kv_len (rejected draft tokens); the row keeps stale ids there,
+        which nothing reads (only [:kv_len] is valid)."""
+        row = self.req_to_token.table[req.row]
+        self.allocator.free(row[req.kv_len:req.kv_len + n].to(torch.int64).cpu())
+
     def release(self, req: Req) -> None:
         """RUNNING -> not running (finish, abort or retraction): computed K/V goes to the cache (or the free
         list when the cache is off); the row is freed. Afterwards req holds nothing and kv_len == 0."""

@@ -1,7 +1,8 @@
 """ModelRunner: turns a scheduled batch into one forward pass and returns the logits rows that are needed.
 
 Rows needed per request: the positions whose logits score prompt tokens (prompt logprobs, from
-logprob_start_len - 1) and, when the pass reaches the end of the request's tokens, the last row (sampling).
+logprob_start_len - 1) and, when the pass reaches the end of the request's tokens, the last row (sampling) plus
+one row per draft token (speculative decoding: the draft follows the pending tokens in the same extend).
 """
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ class ScheduledBatch:
 @dataclass
 class ForwardOutput:
     logits: torch.Tensor                 # [N, V] float32, the needed rows only
-    sample_rows: list[int | None]        # per request: its sampling row in logits, or None (mid-prompt chunk)
+    sample_rows: list[int | None]        # per request: its (first) sampling row in logits, or None (mid-prompt
+                                         # chunk); a request with a draft of k tokens has k more rows after it
     prompt_rows: list[tuple[int, int]]   # per request: (first row, count) of prompt-logprob rows in logits
     prompt_first_pos: list[int]          # per request: absolute position of its first prompt-logprob row
 
@@ -64,8 +66,9 @@ class ModelRunner:
         prompt_first: list[int] = []
         offset = 0
         for req, n in zip(batch.reqs, batch.extend_lens):
-            start, end = req.kv_len, req.kv_len + n
-            token_lists.append(req.tokens(start, end))
+            k = len(req.draft)
+            start, end = req.kv_len, req.kv_len + n - k
+            token_lists.append(req.tokens(start, end) + req.draft if k else req.tokens(start, end))
             prefix_lens.append(start)
             rows.append(req.row)
             # prompt logprobs: logits at position p score prompt token p + 1, for p in [lo, prompt_len - 2]
@@ -78,7 +81,7 @@ class ModelRunner:
             prompt_first.append(lo)
             if end == req.seq_len:
                 sample_rows.append(len(indices))
-                indices.append(offset + n - 1)
+                indices.extend(range(offset + n - 1 - k, offset + n))
             else:
                 sample_rows.append(None)
             offset += n

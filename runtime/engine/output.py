@@ -25,7 +25,8 @@ def take_chunk(req: Req, tokenizer) -> StreamChunk | None:
     req.sent_ids = len(req.output_ids)
     return StreamChunk(req.rid, text, ids, new_lp, new_top, inp, inp_top, prompt_tokens=req.prompt_len,
                        completion_tokens=len(req.output_ids), cached_tokens=req.cached_tokens,
-                       forced_tokens=req.forced_tokens, finish_reason=req.finish_reason)
+                       forced_tokens=req.forced_tokens, decode_passes=req.decode_passes,
+                       spec_accepted_tokens=req.spec_accepted_tokens, finish_reason=req.finish_reason)
 
 
 def _with_text(tokenizer, pairs: list[tuple[float | None, int]]) -> tuple:

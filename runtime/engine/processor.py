@@ -29,7 +29,7 @@ class StepProcessor:
         masks built during the forward pass (see grammar_masks)."""
         self._prompt_logprobs(batch, out)
         for req, n in zip(batch.reqs, batch.extend_lens):
-            req.kv_len += n
+            req.kv_len += n - len(req.draft)   # accepted draft tokens are added as they are accepted
             if not req.input_logprobs_done and req.kv_len >= req.prompt_len - 1:
                 req.input_logprobs_done = True
         idx = [i for i, r in enumerate(batch.reqs) if out.sample_rows[i] is not None]
@@ -43,9 +43,12 @@ class StepProcessor:
         logits = out.logits[[out.sample_rows[i] for i in idx]]
         s = self.sampler.sample(logits, reqs, masks)
         for j, req in enumerate(reqs):
+            req.decode_passes += 1
             lp = s.logprobs[j] if s.logprobs else None
             top = s.top_logprobs[j] if s.top_logprobs else []
             self._append(req, s.token_ids[j], lp, top)
+            if req.draft:
+                self._verify(req, out.logits, out.sample_rows[idx[j]])
             if not req.finished and req.matcher is not None and self.jump_forward is not None \
                     and not req.return_logprob:
                 forced = self.jump_forward(req)  # the matcher is already past all of them
@@ -53,6 +56,22 @@ class StepProcessor:
                     self._append(req, tok, None, [], forced=True, last_forced=k == len(forced) - 1)
                     if req.finished:
                         break
+
+    def _verify(self, req: Req, logits: torch.Tensor, first_row: int) -> None:
+        """Accepts draft tokens while each equals the token just sampled before it; every accepted one is followed
+        by a token sampled from its own row (the last one the bonus). The sampler draws once per emitted token,
+        in order, with the request's live state (grammar, penalties, counts): the same tokens as decoding one by
+        one. Accepted draft tokens' K/V, computed in this pass, become the request's."""
+        for i, tok in enumerate(req.draft):
+            if req.finished or req.output_ids[-1] != tok:
+                return
+            req.draft_accepted += 1
+            req.spec_accepted_tokens += 1
+            req.kv_len += 1
+            row = first_row + 1 + i
+            s = self.sampler.sample(logits[[row]], [req])   # a copy: the sampler writes masks into it
+            self._append(req, s.token_ids[0], s.logprobs[0] if s.logprobs else None,
+                         s.top_logprobs[0] if s.top_logprobs else [])
 
     def _append(self, req: Req, tok: int, logprob: float | None, top: list, forced: bool = False,
                 last_forced: bool = False) -> None:

@@ -62,6 +62,13 @@ class Req:
         self.created = time.perf_counter()
         self.first_token_time: float | None = None
         self.finished_time: float | None = None
+        # speculative decoding (speculative.py): this step's draft, appended after the pending tokens; how many of
+        # it were accepted; the drafter's per-request state; totals
+        self.draft: list[int] = []
+        self.draft_accepted = 0
+        self.draft_state: Any = None
+        self.decode_passes = 0          # forward passes in which this request sampled or verified tokens
+        self.spec_accepted_tokens = 0
         # what EngineCore has already handed out in StreamChunks (see core.py)
         self.sent_ids = 0
         self.sent_logprobs = 0
@@ -78,7 +85,7 @@ class Req:
 
     @property
     def num_pending(self) -> int:
-        """Tokens whose K/V the next forward pass must compute."""
+        """Tokens whose K/V the next forward pass must compute (not counting a draft)."""
         return self.seq_len - self.kv_len
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
 import torch
 
@@ -31,9 +32,10 @@ MIX_PAD_ROWS = 4096
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, kv: KVManager):
+    def __init__(self, config: EngineConfig, kv: KVManager, drafter: Any = None):
         self.config = config
         self.kv = kv
+        self.drafter = drafter              # speculative.NgramDrafter, or None
         self.waiting: deque[Req] = deque()
         self.running: list[Req] = []        # prompt fully computed; decoding. Admission order (oldest first)
         self.chunked: Req | None = None     # the one request whose prompt is being prefilled in chunks
@@ -103,6 +105,8 @@ class Scheduler:
                 len(decode.reqs) * max(prefill.extend_lens) > MIX_PAD_ROWS:
             # every decode row would be padded to the longest chunk: cheaper to prefill alone, decode next step
             self.kv.allocator.free(decode.out_cache_loc)  # fresh slots, not yet in any table
+            for r in decode.reqs:
+                r.draft = []
             decode, self._skipped_decode = None, True
         if prefill is None and decode is None and self.running:
             decode = self._schedule_decode()
@@ -188,25 +192,32 @@ class Scheduler:
         return int(min(req.remaining_new_tokens, DECODE_RESERVE_CAP) * DECODE_RESERVE_RATIO)
 
     def _schedule_decode(self) -> ScheduledBatch | None:
-        """Slots for every running request's pending tokens. Short of memory, retracts the newest requests: a
-        half-prefilled chunked request first, then running ones, newest first (one always survives)."""
+        """Slots for every running request's pending tokens and draft. Short of memory, drops the drafts, then
+        retracts the newest requests: a half-prefilled chunked request first, then running ones, newest first
+        (one always survives)."""
+        for r in self.running:
+            r.draft = self.drafter.propose(r) if self.drafter is not None else []
         while True:
-            need = sum(r.num_pending for r in self.running)
+            need = sum(r.num_pending + len(r.draft) for r in self.running)
             slots = self.kv.alloc(need)
             if slots is not None:
                 break
-            if self.chunked is not None:
+            if any(r.draft for r in self.running):
+                for r in self.running:
+                    r.draft = []
+            elif self.chunked is not None:
                 self._retract(self.chunked)
                 self.chunked = None
             elif len(self.running) > 1:
                 self._retract(self.running.pop())
             else:
                 raise RuntimeError(f"KV pool too small for one request ({self.running[0]}); raise max_total_tokens")
-        return ScheduledBatch(list(self.running), [r.num_pending for r in self.running], slots, 0)
+        return ScheduledBatch(list(self.running), [r.num_pending + len(r.draft) for r in self.running], slots, 0)
 
     def _retract(self, req: Req) -> None:
         """Preempts req: its computed K/V goes to the cache (evictable), it re-queues at the front and later
         resumes from its prompt plus the output so far."""
+        req.draft = []
         self.kv.release(req)
         req.status = ReqStatus.WAITING
         self.waiting.appendleft(req)
@@ -216,8 +227,17 @@ class Scheduler:
     def on_step_done(self, batch: ScheduledBatch) -> list[Req]:
         """Releases finished requests, moves completed prefills to running, shares fresh prompt K/V through
         the cache. Returns the finished requests."""
+        for r in batch.reqs:
+            if r.draft:   # the slots of rejected draft tokens lie just past kv_len
+                rejected = len(r.draft) - r.draft_accepted
+                if rejected:
+                    self.kv.free_tail(r, rejected)
+                self.drafter.feedback(r, len(r.draft), r.draft_accepted)
+                r.draft, r.draft_accepted = [], 0
         finished = [r for r in batch.reqs if r.finished]
         for r in finished:
+            if self.drafter is not None:
+                self.drafter.on_finished(r)
             self.kv.release(r)
             r.status = ReqStatus.FINISHED
         if batch.num_prefill:

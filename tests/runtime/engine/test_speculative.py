@@ -1,0 +1,114 @@
+"""Speculative decoding with n-gram drafts: outputs identical to decoding one token per pass (greedy and seeded
+sampling, with grammars), fewer passes where text repeats, and everything else (batching, cache, streaming,
+stop strings, logprobs, n > 1, abort, retraction) unchanged."""
+from __future__ import annotations
+
+import pytest
+
+from .conftest import pool_idle
+
+GREEDY = {"temperature": 0, "max_new_tokens": 40, "ignore_eos": True}
+PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [300, 301, 302] * 5, list(range(900, 960))]
+
+
+def pairs(e, prompts, sp):
+    """Each prompt twice, one after the other: the second can draft from the first's output."""
+    out = []
+    for p in prompts:
+        out += [e.generate(input_ids=p, sampling_params=sp) for _ in range(2)]
+    return out
+
+
+@pytest.mark.parametrize("sp", [GREEDY, {**GREEDY, "temperature": 0.9, "seed": 11},
+                                {**GREEDY, "temperature": 1.2, "top_p": 0.8, "top_k": 50, "seed": 3}])
+def test_outputs_identical_and_fewer_passes(make_engine, sp):
+    ref = pairs(make_engine(), PROMPTS, sp)
+    e = make_engine(speculative_algorithm="ngram", speculative_num_draft_tokens=6)
+    got = pairs(e, PROMPTS, sp)
+    assert [o["output_ids"] for o in got] == [o["output_ids"] for o in ref]
+    assert [o["text"] for o in got] == [o["text"] for o in ref]
+    seconds = got[1::2]
+    assert all(o["meta_info"]["spec_accepted_tokens"] > 20 for o in seconds)
+    assert all(o["meta_info"]["decode_passes"] <= 15 for o in seconds)   # 40 tokens
+    for o in ref:
+        assert o["meta_info"]["decode_passes"] == 40 and o["meta_info"]["spec_accepted_tokens"] == 0
+    stats = e.get_stats()
+    assert stats["spec_acceptance_rate"] > 0.5 and stats["spec_draft_tokens"] >= stats["spec_accepted_tokens"]
+    assert pool_idle(e)
+
+
+def test_sampling_is_seed_for_seed_the_same(make_engine):
+    """Each emitted token takes one draw from the request's own generator, drafted or not: the same seed gives
+    the same sample, hence the same distribution."""
+    on, off = make_engine(speculative_algorithm="ngram"), make_engine()
+    for seed in range(12):
+        sp = {"temperature": 1.0, "seed": seed, "max_new_tokens": 12, "ignore_eos": True}
+        for p in PROMPTS[:2]:
+            assert on.generate(input_ids=p, sampling_params=sp)["output_ids"] == \
+                off.generate(input_ids=p, sampling_params=sp)["output_ids"]
+
+
+@pytest.mark.parametrize("constraint", [
+    {"regex": r"(ab|cd|[0-9]{2,4}-)+"},
+    {"json_schema": {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"},
+                                                      "tags": {"type": "array", "items": {"type": "string"}}},
+                     "required": ["name", "n", "tags"]}},
+])
+def test_grammar_outputs_identical(make_engine, constraint):
+    sp = {"temperature": 0, "max_new_tokens": 48, **constraint}
+    prompt = [[7, 8, 9, 10]]
+    ref = pairs(make_engine(), prompt, sp)
+    e = make_engine(speculative_algorithm="ngram")
+    got = pairs(e, prompt, sp)
+    assert [o["output_ids"] for o in got] == [o["output_ids"] for o in ref]
+    assert got[1]["meta_info"]["spec_accepted_tokens"] > 0
+    assert pool_idle(e)
+
+
+def test_concurrent_batch_with_mixed_drafts_stream_stop_logprobs_and_n(make_engine):
+    """A batch where some requests draft and others do not; streaming, stop strings, logprobs and n > 1."""
+    off, on = make_engine(), make_engine(speculative_algorithm="ngram", speculative_num_draft_tokens=4)
+    for e in (off, on):
+        e.generate(input_ids=PROMPTS[0], sampling_params=GREEDY)   # a corpus for drafts
+    first = off.generate(input_ids=PROMPTS[0], sampling_params=GREEDY)["text"]
+    stop = first[len(first) // 2:len(first) // 2 + 3]
+    sps = [GREEDY, {**GREEDY, "stop": [stop]}, {**GREEDY, "n": 2, "temperature": 0.7, "seed": 9},
+           {**GREEDY, "max_new_tokens": 7}]
+    prompts = [PROMPTS[0], PROMPTS[0], PROMPTS[1], PROMPTS[2]]
+    ref = off.generate(input_ids=prompts, sampling_params=sps)
+    got = on.generate(input_ids=prompts, sampling_params=sps)
+    assert [(o["output_ids"], o["text"], o["meta_info"]["finish_reason"]) for o in got] == \
+        [(o["output_ids"], o["text"], o["meta_info"]["finish_reason"]) for o in ref]
+    assert got[1]["meta_info"]["finish_reason"]["matched"] == stop
+    chunks = list(on.generate(input_ids=PROMPTS[0], sampling_params=GREEDY, stream=True))
+    assert [t for c in chunks for t in c["output_ids"]] == ref[0]["output_ids"]
+    assert "".join(c["text"] for c in chunks) == ref[0]["text"]
+    lp_on = on.generate(input_ids=PROMPTS[0], sampling_params=GREEDY, return_logprob=True, top_logprobs_num=2)
+    lp_off = off.generate(input_ids=PROMPTS[0], sampling_params=GREEDY, return_logprob=True, top_logprobs_num=2)
+    assert lp_on["meta_info"]["spec_accepted_tokens"] > 0
+    for a, b in zip(lp_on["meta_info"]["output_token_logprobs"], lp_off["meta_info"]["output_token_logprobs"]):
+        assert a[1] == b[1] and a[0] == pytest.approx(b[0], abs=1e-4)
+    assert pool_idle(on)
+
+
+def test_abort_and_retraction_keep_the_pool_whole(make_engine):
+    ref = make_engine()
+    sp = {"temperature": 0, "max_new_tokens": 60, "ignore_eos": True}
+    want = [ref.generate(input_ids=p, sampling_params=sp)["output_ids"] for p in PROMPTS]
+    e = make_engine(speculative_algorithm="ngram", max_total_tokens=200, chunked_prefill_size=16)
+    for p in PROMPTS:
+        e.generate(input_ids=p, sampling_params=sp)   # drafts for what follows
+    outs = e.generate(input_ids=PROMPTS, sampling_params=sp)   # 3 x (prompt + 60) > 200 slots: retractions
+    assert [o["output_ids"] for o in outs] == want
+    it = e.generate(input_ids=PROMPTS[1], sampling_params=sp, stream=True)
+    head = next(it)
+    e.abort(head["meta_info"]["id"])
+    assert list(it)[-1]["meta_info"]["finish_reason"]["type"] == "abort"
+    assert pool_idle(e)
+
+
+def test_options_are_validated(make_engine):
+    with pytest.raises(ValueError, match="speculative_algorithm"):
+        make_engine(speculative_algorithm="eagle")
+    with pytest.raises(ValueError, match="speculative_num_draft_tokens"):
+        make_engine(speculative_algorithm="ngram", speculative_num_draft_tokens=0)

@@ -30,6 +30,9 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--weights", "weights", str,
      "weight format: 'auto' (measured on this machine), 'fp32', 'bf16', 'int8', 'int4' or 'int4+bf16'"),
     ("--num-threads", "num_threads", int, "CPU: torch threads (default: one per core; use fewer on a shared machine)"),
+    ("--speculative-algorithm", "speculative_algorithm", str,
+     "'ngram': draft tokens from the prompt and earlier outputs, verified in one pass (default: off)"),
+    ("--speculative-num-draft-tokens", "speculative_num_draft_tokens", int, "the most draft tokens per pass"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
 )

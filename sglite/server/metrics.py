@@ -27,6 +27,9 @@ ENGINE_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("sglite_kv_pool_cached_slots", "KV pool slots held by the prefix cache", ("cached_tree_tokens",)),
     ("sglite_forward_passes", "Model forward passes so far", ("forward_passes",)),
     ("sglite_num_retractions", "Requests preempted under memory pressure so far", ("num_retractions",)),
+    ("sglite_spec_acceptance_rate", "Speculative decoding: accepted / proposed draft tokens, since start",
+     ("spec_acceptance_rate",)),
+    ("sglite_spec_accepted_tokens", "Speculative decoding: draft tokens accepted so far", ("spec_accepted_tokens",)),
 )
 
 

@@ -17,6 +17,8 @@ def test_engine_options_pass_through():
                                       "--disable-jump-forward", "--schedule-policy", "fcfs", "--max-context", "256"])
     assert engine_options(args) == {"max_running_requests": 8, "disable_radix_cache": True,
                                     "enable_jump_forward": False, "schedule_policy": "fcfs", "max_context": 256}
+    args = build_parser().parse_args(["--speculative-algorithm", "ngram", "--speculative-num-draft-tokens", "4"])
+    assert engine_options(args) == {"speculative_algorithm": "ngram", "speculative_num_draft_tokens": 4}
 
 
 def test_bad_engine_option_fails_before_loading(capsys):

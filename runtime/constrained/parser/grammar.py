@@ -10,7 +10,8 @@ from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
 from ..vocab.token_index import TokenIndex
 from .matcher import GrammarMatcher
 from .object_keys import ObjectKeys
-from .parser import Parser, Stack
+from .frames import END, Stack
+from .parser import Parser
 from .stack_masks import StackMasks
 
 WS = frozenset(b" \t\n\r")
@@ -28,16 +29,15 @@ class Grammar:
         self.sat = _satisfiable(nodes)
         if not self.sat[root]:
             raise GrammarError(f"{kind} {spec[:200]!r} admits no value at all")
-        if root_frame == "L":
-            self.initial: tuple[Stack, ...] = ((("E",), ("L", root, nodes[root].dfa.start, 0)),)
-        else:
-            self.initial = ((("E",), ("V", root)),)
         keys = ObjectKeys(nodes, self.sat, canonical=whitespace == "compact",
                           ordered=property_order == "schema")
         keys.build_all()      # 1-3 ms per object: paid while compiling, not on the object's first token
         for dfa in keys.built() + [n.dfa for n in nodes if isinstance(n, LexNode)]:
             dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
         self.parser = Parser(nodes, self.sat, WS if whitespace == "any" else frozenset(), keys)
+        start = self.parser.lex_frame(root, nodes[root].dfa.start) if root_frame == "L" else \
+            self.parser.value_frame(root)
+        self.initial: tuple[Stack, ...] = ((END, start),)
         self.masks = StackMasks(self.parser, nodes, index)
         self.vocab_size = index.vocab_size
         self.words = self.masks.words

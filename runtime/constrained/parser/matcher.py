@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from ..vocab.token_index import TokenIndex
-from .parser import Stack
+from .frames import Stack
 
 _MAX_FORCED = 256   # bytes of forced text computed at once
 

@@ -1,131 +1,160 @@
-"""The pushdown parser of a compiled grammar, one byte at a time.
-
-Parse state is a tuple of stacks (nondeterminism from `anyOf` keeps several); a stack is a tuple of frames,
-bottom first:
-    ("E",)                              end of input: nothing but EOS may follow
-    ("V", node)                         a value of `node` is expected (leading whitespace allowed)
-    ("L", node, dfa_state, nchars)      inside a lexeme of LexNode `node`
-    ("K", node, seen, nkeys, dfa_state) inside a property name of ObjectNode `node` (its one key DFA)
-    ("O", node, phase, seen, nkeys, value_node)   object; phase 0 after '{', 1 after a name, 2 after a value,
-                                                  3 after ','
-    ("A", node, phase, index)           array; phase 0 after '[', 1 after an item, 2 after ','
-An L frame is always on top of a structural frame (V's place), a K frame on top of its O frame."""
+"""The pushdown parser of a compiled grammar, one byte at a time, over stacks of frames (frames.py)."""
 from __future__ import annotations
 
 from typing import Iterable
 
 from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OPEN, OBJ_VALUED, Arr, End, Key,
+                     Lex, Obj, Stack, Value)
 from .object_keys import ObjectKeys
 
-Stack = tuple
 _CACHE_LIMIT = 8_192
 
 
 class Parser:
-    """Stepping over stacks of frames. Immutable apart from the `next_bytes` cache, which only grows."""
+    """Stepping over stacks of frames. Immutable apart from caches that only grow: `next_bytes`, and the
+    frames most bytes create (Lex without a character count, Key, Value), made once per (node, DFA state) and
+    shared: building a NamedTuple costs ~5x a plain tuple, and shared frames compare by identity."""
 
     def __init__(self, nodes: list[Node], sat: list[bool], ws: frozenset, keys: ObjectKeys):
         self.nodes, self.sat, self.ws, self.keys = nodes, sat, ws, keys
         self._next: dict[Stack, frozenset] = {}
+        # per node id, filled on first use: Lex frames (nchars 0) / Key frames by DFA state; the Value frame
+        self._lex: list[list | None] = [None] * len(nodes)
+        self._key: list[list | None] = [None] * len(nodes)
+        self._value: list[Value | None] = [None] * len(nodes)
+
+    def lex_frame(self, nid: int, state: int) -> Lex:
+        """The shared frame at DFA `state` of LexNode `nid`, no characters counted."""
+        frames = self._lex[nid]
+        if frames is None:
+            frames = self._lex[nid] = [None] * self.nodes[nid].dfa.num_states
+        f = frames[state]
+        if f is None:
+            f = frames[state] = Lex(nid, state, 0)
+        return f
+
+    def key_frame(self, nid: int, state: int) -> Key:
+        """The shared frame at key-DFA `state` of ObjectNode `nid`."""
+        frames = self._key[nid]
+        if frames is None:
+            frames = self._key[nid] = [None] * self.keys.dfa(nid).num_states
+        f = frames[state]
+        if f is None:
+            f = frames[state] = Key(nid, state)
+        return f
+
+    def value_frame(self, nid: int) -> Value:
+        """The shared frame expecting a value of node `nid`."""
+        f = self._value[nid]
+        if f is None:
+            f = self._value[nid] = Value(nid)
+        return f
 
     def step(self, stack: Stack, b: int) -> list[Stack]:
         """All stacks reachable from `stack` by consuming byte `b` (empty: rejected)."""
         top = stack[-1]
-        k = top[0]
+        k = type(top)
         rest = stack[:-1]
-        if k == "L":
-            node = self.nodes[top[1]]
+        if k is Lex:
+            nid = top.node
+            node = self.nodes[nid]
             dfa = node.dfa
-            s = top[2]
+            s = top.state
             out = []
             ns = dfa.table_list[s][b]
             if ns >= 0:
-                c = top[3]
                 if node.counted:
+                    c = top.nchars
                     if dfa.boundary_list[s] and b != 0x22:
                         c += 1
                         if node.max_chars is None:
                             c = min(c, node.min_chars)
-                    ok = (node.max_chars is None or c + dfa.char_dist[ns] <= node.max_chars) and \
-                        (not dfa.accepting_list[ns] or c >= node.min_chars)
+                    if (node.max_chars is None or c + dfa.char_dist[ns] <= node.max_chars) and \
+                            (not dfa.accepting_list[ns] or c >= node.min_chars):
+                        out.append(rest + (Lex(nid, ns, c),))
                 else:
-                    ok = True
-                if ok:
-                    out.append(rest + (("L", top[1], ns, c),))
+                    frames = self._lex[nid]     # lex_frame(nid, ns), its common case inlined: the hottest line
+                    f = frames[ns] if frames is not None else None
+                    out.append(rest + (f if f is not None else self.lex_frame(nid, ns),))
             if dfa.accepting_list[s]:
                 out.extend(self.step(rest, b))
             return out
-        if k == "K":
-            dfa = self.keys.dfa(top[1])
-            s = top[4]
+        if k is Key:
+            nid = top.node
+            dfa = self.keys.dfa(nid)
+            s = top.state
             ns = dfa.table_list[s][b]
-            if ns >= 0 and self.keys.allowed_states(top[1], top[2], top[3])[1][ns]:
-                return [rest + (("K", top[1], top[2], top[3], ns),)]
+            obj = rest[-1]
+            if ns >= 0 and self.keys.allowed_states(nid, obj.seen, obj.nkeys)[1][ns]:
+                frames = self._key[nid]     # key_frame(nid, ns), its common case inlined
+                f = frames[ns] if frames is not None else None
+                return [rest + (f if f is not None else self.key_frame(nid, ns),)]
             if dfa.accepting_list[s]:
                 below = self.finish(stack, s)
                 return self.step(below, b) if below is not None else []
             return []
-        if k == "V":
+        if k is Value:
             if b in self.ws:
                 return [stack]
-            return self._start_value(rest, top[1], b)
-        if k == "O":
+            return self._start_value(rest, top.node, b)
+        if k is Obj:
             return self._step_object(stack, b)
-        if k == "A":
+        if k is Arr:
             return self._step_array(stack, b)
-        return []   # "E": nothing may follow the value
+        return []   # End: nothing may follow the value
 
     def _step_object(self, stack: Stack, b: int) -> list[Stack]:
         top, rest = stack[-1], stack[:-1]
-        nid, phase, seen, nk = top[1], top[2], top[3], top[4]
+        nid, phase, seen, nk = top.node, top.phase, top.seen, top.nkeys
         if b in self.ws:
             return [stack]
-        if phase in (0, 3) and b == 0x22:
+        if (phase == OBJ_OPEN or phase == OBJ_COMMA) and b == 0x22:
             dfa = self.keys.dfa(nid)
             ns = dfa.table_list[dfa.start][b]
             if ns >= 0 and self.keys.allowed_states(nid, seen, nk)[1][ns]:
-                return [stack + (("K", nid, seen, nk, ns),)]
+                return [stack + (self.key_frame(nid, ns),)]
             return []
-        if (phase == 0 or phase == 2) and b == 0x7D:   # '}'
+        if (phase == OBJ_OPEN or phase == OBJ_VALUED) and b == 0x7D:    # '}'
             return [rest] if self.keys.can_close(self.nodes[nid], seen, nk) else []
-        if phase == 1 and b == 0x3A:                     # ':'
-            return [rest + (("O", nid, 2, seen, nk, -1), ("V", top[5]))]
-        if phase == 2 and b == 0x2C:                     # ','
-            return [rest + (("O", nid, 3, seen, nk, -1),)] if self.keys.choices(nid, seen, nk) else []
+        if phase == OBJ_NAMED and b == 0x3A:                              # ':'
+            return [rest + (Obj(nid, OBJ_VALUED, seen, nk), self.value_frame(top.value))]
+        if phase == OBJ_VALUED and b == 0x2C:                             # ','
+            return [rest + (Obj(nid, OBJ_COMMA, seen, nk),)] if self.keys.choices(nid, seen, nk) else []
         return []
 
     def _step_array(self, stack: Stack, b: int) -> list[Stack]:
         top, rest = stack[-1], stack[:-1]
-        phase, i = top[2], top[3]
+        phase, i = top.phase, top.index
         if b in self.ws:
             return [stack]
-        node = self.nodes[top[1]]
+        node = self.nodes[top.node]
         hi = self._max_items(node)
-        if phase == 1:
+        if phase == ARR_ITEM:
             if b == 0x2C:
-                return [rest + (("A", top[1], 2, i),)] if (hi is None or i < hi) else []
+                return [rest + (Arr(top.node, ARR_COMMA, i),)] if (hi is None or i < hi) else []
             if b == 0x5D:
                 return [rest] if i >= node.min_items else []
             return []
-        if phase == 0 and b == 0x5D:
+        if phase == ARR_OPEN and b == 0x5D:
             return [rest] if node.min_items == 0 else []
         if hi is not None and i >= hi:
             return []
         item = node.item(i)
         cap = max(len(node.prefix), node.min_items) + 1
         nxt = i + 1 if (node.max_items is not None or i + 1 <= cap) else cap
-        return self._start_value(rest + (("A", top[1], 1, nxt),), item, b)
+        return self._start_value(rest + (Arr(top.node, ARR_ITEM, nxt),), item, b)
 
     def _start_value(self, below: Stack, nid: int, b: int, visiting: frozenset = frozenset()) -> list[Stack]:
         if not self.sat[nid] or nid in visiting:   # `visiting`: unions that refer back to themselves
             return []
         node = self.nodes[nid]
         if isinstance(node, LexNode):
-            return self.step(below + (("L", nid, node.dfa.start, 0),), b)
+            return self.step(below + (self.lex_frame(nid, node.dfa.start),), b)
         if isinstance(node, ObjectNode):
-            return [below + (("O", nid, 0, frozenset(), 0, -1),)] if b == 0x7B else []
+            return [below + (Obj(nid, OBJ_OPEN, frozenset(), 0),)] if b == 0x7B else []
         if isinstance(node, ArrayNode):
-            return [below + (("A", nid, 0, 0),)] if b == 0x5B else []
+            return [below + (Arr(nid, ARR_OPEN, 0),)] if b == 0x5B else []
         if isinstance(node, UnionNode):
             out = []
             for a in node.alts:
@@ -167,31 +196,34 @@ class Parser:
         """Whether the input may end here (EOS allowed)."""
         while True:
             top = stack[-1]
-            if top[0] == "E":
+            if type(top) is End:
                 return True
-            if top[0] != "L":
+            if type(top) is not Lex:
                 return False
-            if not self.nodes[top[1]].dfa.accepting_list[top[2]]:
+            if not self.nodes[top.node].dfa.accepting_list[top.state]:
                 return False
             stack = stack[:-1]
 
     # --- lexeme ends -------------------------------------------------------------------------------------------
     def lexeme_end(self, stack: Stack) -> Stack | None:
-        """The stack if its top lexeme (L or K frame) ends right here, before the next byte; None if it cannot."""
+        """The stack after its top lexeme (Lex or Key frame) if it ends right here, before the next byte; None if
+        it cannot."""
         top = stack[-1]
-        if top[0] == "L":
-            return stack[:-1] if self.nodes[top[1]].dfa.accepting_list[top[2]] else None
-        return self.finish(stack, top[4]) if self.keys.dfa(top[1]).accepting_list[top[4]] else None
+        if type(top) is Lex:
+            return stack[:-1] if self.nodes[top.node].dfa.accepting_list[top.state] else None
+        return self.finish(stack, top.state) if self.keys.dfa(top.node).accepting_list[top.state] else None
 
     def finish(self, stack: Stack, s: int) -> Stack | None:
         """The stack after the top lexeme ends in accepting DFA state s; None if that name is not allowed."""
         top = stack[-1]
-        if top[0] == "L":
+        if type(top) is Lex:
             return stack[:-1]
-        done = self.keys.finish(top[1], top[2], top[3], s)
+        obj = stack[-2]
+        done = self.keys.finish(top.node, obj.seen, obj.nkeys, s)
         if done is None:
             return None
-        return stack[:-2] + (("O", top[1], 1, done[0], top[3] + 1, done[1]),)
+        seen, value = done
+        return stack[:-2] + (Obj(top.node, OBJ_NAMED, seen, obj.nkeys + 1, value),)
 
     # --- next bytes --------------------------------------------------------------------------------------------
     def next_bytes(self, stack: Stack) -> frozenset:
@@ -206,25 +238,25 @@ class Parser:
 
     def _candidates(self, stack: Stack) -> set[int]:
         top = stack[-1]
-        k = top[0]
-        if k == "L":
-            dfa = self.nodes[top[1]].dfa
-            out = set(dfa.live_bytes(top[2]))
-            if dfa.accepting_list[top[2]]:
+        k = type(top)
+        if k is Lex:
+            dfa = self.nodes[top.node].dfa
+            out = set(dfa.live_bytes(top.state))
+            if dfa.accepting_list[top.state]:
                 out |= self._candidates(stack[:-1])
             return out
-        if k == "K":
-            dfa = self.keys.dfa(top[1])
-            out = set(dfa.live_bytes(top[4]))
-            if dfa.accepting_list[top[4]]:
+        if k is Key:
+            dfa = self.keys.dfa(top.node)
+            out = set(dfa.live_bytes(top.state))
+            if dfa.accepting_list[top.state]:
                 out |= set(self.ws) | {0x3A}
             return out
-        if k == "V":
-            return set(self.ws) | self._first(top[1], set())
-        if k == "O":
+        if k is Value:
+            return set(self.ws) | self._first(top.node, set())
+        if k is Obj:
             return set(self.ws) | {0x22, 0x7D, 0x3A, 0x2C}
-        if k == "A":
-            node = self.nodes[top[1]]
+        if k is Arr:
+            node = self.nodes[top.node]
             out = set(self.ws) | {0x2C, 0x5D}
             for p in list(node.prefix) + ([node.items] if node.items is not None else []):
                 out |= self._first(p, set())

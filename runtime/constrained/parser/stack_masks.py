@@ -1,6 +1,6 @@
 """Token masks per parse stack: which text tokens the parser accepts from one stack.
 
-From a lexeme (L/K frame on top) the mask is the lexeme DFA state's token classification (`TokenIndex.classify`),
+From a lexeme (Lex/Key frame on top) the mask is the lexeme DFA state's token classification (`TokenIndex.classify`),
 trimmed for string length bounds and object names still allowed, plus the tokens that leave the lexeme
 part-way and whose rest the stack below accepts, plus (if the lexeme may end here) the mask of the stack below.
 From a structural position the vocabulary trie is walked byte by byte, but only along bytes that can come
@@ -14,7 +14,8 @@ import numpy as np
 from ..automata.byte_dfa import ByteDFA
 from ..ir.nodes import Node
 from ..vocab.token_index import TokenIndex
-from .parser import Parser, Stack
+from .frames import LEXEMES, STRUCTURAL, Lex, Stack
+from .parser import Parser
 
 _CACHE_LIMIT = 8_192
 _DENSE = 4_096      # a lexeme's inside tokens past this many are OR-ed in as a cached packed mask
@@ -29,6 +30,7 @@ class StackMasks:
         self.vocab_size = index.vocab_size
         self.words = (index.vocab_size + 31) // 32
         self._masks: dict[Stack, np.ndarray] = {}
+        self._far: dict[tuple, np.ndarray] = {}     # (stack below, lexeme node, DFA state) -> mask, see stack_mask
         self._leaving: dict[tuple, list] = {}
         self._need: dict[tuple, int] = {}
         self._lock = threading.Lock()
@@ -40,30 +42,30 @@ class StackMasks:
         if hit is not None:
             return hit
         top = stack[-1]
-        if top[0] == "L" and top[3] >= 0 and self.nodes[top[1]].counted:
+        if type(top) is Lex and self.nodes[top.node].counted:
             # a string's character count only matters near its bounds: far from them, every count gives the
-            # same mask, so it is cached under count -1
-            node = self.nodes[top[1]]
-            c = top[3]
+            # same mask, so it is cached without the count
+            node = self.nodes[top.node]
+            c = top.nchars
             if c >= node.min_chars and (node.max_chars is None or
-                                        node.max_chars - c >= self._max_need(node.dfa, top[2])):
-                far = stack[:-1] + (("L", top[1], top[2], -1),)
-                hit = self._masks.get(far)
+                                        node.max_chars - c >= self._max_need(node.dfa, top.state)):
+                far = (stack[:-1], top.node, top.state)
+                hit = self._far.get(far)
                 if hit is None:
-                    hit = self._store(far, self._compute(stack))
+                    hit = self._store(self._far, far, self._compute(stack))
                 return hit
-        return self._store(stack, self._compute(stack))
+        return self._store(self._masks, stack, self._compute(stack))
 
     def stack_mask_bool(self, stack: Stack) -> np.ndarray:
         """`stack_mask` unpacked to bool [vocab]."""
         return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
             .astype(bool)
 
-    def _store(self, stack: Stack, packed: np.ndarray) -> np.ndarray:
+    def _store(self, cache: dict, key, packed: np.ndarray) -> np.ndarray:
         with self._lock:
-            if len(self._masks) > _CACHE_LIMIT:
-                self._masks.clear()
-            self._masks[stack] = packed
+            if len(cache) > _CACHE_LIMIT:
+                cache.clear()
+            cache[key] = packed
         return packed
 
     def _max_need(self, dfa: ByteDFA, s: int) -> int:
@@ -79,7 +81,7 @@ class StackMasks:
     def _compute(self, stack: Stack) -> np.ndarray:
         mask = np.zeros(self.vocab_size, bool)        # sparse contributions, token by token
         extra: list[np.ndarray] = []                  # dense ones, as packed int32 [words] (cached, read-only)
-        if stack[-1][0] in ("L", "K"):
+        if isinstance(stack[-1], LEXEMES):
             self._lexeme_tokens(stack, 0, mask, extra)
             below = self.parser.lexeme_end(stack)
             if below is not None:
@@ -94,17 +96,17 @@ class StackMasks:
 
     def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` (or add to `extra` as packed masks) the tokens below trie node `node` (its prefix
-        already read into `stack`, whose top is an L or K frame) that the lexeme reads at least one more byte
+        already read into `stack`, whose top is a Lex or Key frame) that the lexeme reads at least one more byte
         of: those it reads wholly, and those it leaves part-way whose rest the stack below accepts. (The lexeme
         ending right at `node` is the caller's business, see `Parser.lexeme_end`.)"""
         top = stack[-1]
-        lex = self.nodes[top[1]] if top[0] == "L" else None
+        lex = self.nodes[top.node] if type(top) is Lex else None
         if lex is not None:
-            dfa, s, c, counted = lex.dfa, top[2], top[3], lex.counted
+            dfa, s, c, counted = lex.dfa, top.state, top.nchars, lex.counted
         else:
-            dfa, s, c, counted = self.parser.keys.dfa(top[1]), top[4], 0, False
+            dfa, s, c, counted = self.parser.keys.dfa(top.node), top.state, 0, False
             if node == 0 and dfa.alias is not None:
-                allowed = self.parser.keys.allowed_states(top[1], top[2], top[3])[0]
+                allowed = self.parser.keys.allowed_states(top.node, stack[-2].seen, stack[-2].nkeys)[0]
                 plain = allowed[:dfa.alias.num_states]
                 if plain.all() or not plain.any():
                     self._alias_key_tokens(stack, dfa, s, bool(plain[0]), allowed, mask, extra)
@@ -113,7 +115,7 @@ class StackMasks:
         ids = cls.inside
         if lex is None:
             # only names still allowed here: the token must end where an allowed name can be reached
-            ids = ids[self.parser.keys.allowed_states(top[1], top[2], top[3])[0][cls.end]]
+            ids = ids[self.parser.keys.allowed_states(top.node, stack[-2].seen, stack[-2].nkeys)[0][cls.end]]
         elif counted:
             ok = np.ones(len(ids), bool)
             if lex.max_chars is not None:
@@ -167,7 +169,7 @@ class StackMasks:
     def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
         """(token, characters before the end) for tokens that end the top lexeme part-way and whose rest the
         stack below accepts. Cached per (dfa, state, node, stack below the lexeme)."""
-        key = (dfa.key, s, node, stack[:-1], stack[-1][0] == "K" and stack[-1][1:4])
+        key = (dfa.key, s, node, stack[:-1])     # below a Key frame: its Obj, with the names seen
         hit = self._leaving.get(key)
         if hit is not None:
             return hit
@@ -187,7 +189,7 @@ class StackMasks:
 
     def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,
-        visiting only children whose byte can come next. Where a stack enters a lexeme (L/K on top), the
+        visiting only children whose byte can come next. Where a stack enters a lexeme (Lex/Key on top), the
         tokens that go on inside it come from the lexeme's token classification below that trie node, and
         only the stack after the lexeme (if it may end there) walks on byte by byte."""
         parser = self.parser
@@ -198,7 +200,7 @@ class StackMasks:
             node, stacks = todo.pop()
             struct: list[Stack] = []
             for st in stacks:
-                while st is not None and st[-1][0] in ("L", "K"):
+                while st is not None and isinstance(st[-1], LEXEMES):
                     self._lexeme_tokens(st, node, mask, extra)
                     st = parser.lexeme_end(st)
                 if st is not None and st not in struct:
@@ -209,7 +211,7 @@ class StackMasks:
             for st in struct:
                 nb |= parser.next_bytes(st)
             bases = [node]
-            if parser.ws and all(st[-1][0] in ("V", "O", "A") for st in struct):
+            if parser.ws and all(isinstance(st[-1], STRUCTURAL) for st in struct):
                 # whitespace leaves these stacks as they are: take every run of it below `node` at once
                 bases = self.index.ws_closure(node)
                 for w in bases[1:]:

@@ -1,0 +1,72 @@
+"""Parse frames: the entries of a parse stack. A stack is a tuple of frames, bottom first; a parse state is a
+tuple of stacks (nondeterminism from `anyOf` keeps several).
+
+Frames are NamedTuples, so stacks hash and compare as plain tuples (they key the mask and next-byte caches),
+and each carries its `kind` letter as a last, defaulted field, so frames of different kinds never compare equal.
+A `Lex` frame is always on top of a structural frame (`Value`'s place), a `Key` frame on top of its `Obj`.
+Frames are immutable values; the parser shares the frequent ones (see `Parser.lex_frame`)."""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+# Obj.phase: where in the object the parser is
+OBJ_OPEN = 0        # after '{'
+OBJ_NAMED = 1       # after a property name (':' next; `Obj.value` is the name's value node)
+OBJ_VALUED = 2      # after a property value
+OBJ_COMMA = 3       # after ','
+# Arr.phase
+ARR_OPEN = 0        # after '['
+ARR_ITEM = 1        # after an item
+ARR_COMMA = 2       # after ','
+
+
+class End(NamedTuple):
+    """The bottom of every stack: the root value is complete, nothing but EOS may follow."""
+    kind: str = "E"
+
+
+class Value(NamedTuple):
+    """A value of IR node `node` is expected (leading whitespace allowed)."""
+    node: int
+    kind: str = "V"
+
+
+class Lex(NamedTuple):
+    """Inside a lexeme of LexNode `node`, its DFA in `state`, `nchars` JSON characters read (counted strings)."""
+    node: int
+    state: int
+    nchars: int
+    kind: str = "L"
+
+
+class Key(NamedTuple):
+    """Inside a property name of ObjectNode `node`, its one key DFA in `state`. Always right above the object's
+    Obj frame, which holds the names seen so far."""
+    node: int
+    state: int
+    kind: str = "K"
+
+
+class Obj(NamedTuple):
+    """Inside ObjectNode `node` at `phase` (OBJ_*), names `seen` so far, `nkeys` properties read."""
+    node: int
+    phase: int
+    seen: frozenset
+    nkeys: int
+    value: Optional[int] = None     # OBJ_NAMED only: the value node of the name just read
+    kind: str = "O"
+
+
+class Arr(NamedTuple):
+    """Inside ArrayNode `node` at `phase` (ARR_*), `index` items read (capped once the count no longer matters)."""
+    node: int
+    phase: int
+    index: int
+    kind: str = "A"
+
+
+Frame = End | Value | Lex | Key | Obj | Arr
+Stack = tuple     # tuple[Frame, ...], bottom first
+END = End()
+LEXEMES = (Lex, Key)            # frames inside a lexeme (a DFA runs on their bytes)
+STRUCTURAL = (Value, Obj, Arr)  # frames whose whitespace leaves the stack as it is

@@ -1,162 +1,188 @@
-"""`sglite extract`: run a JSON-Schema extraction over a JSONL file of documents.
-
-    sglite extract --schema S.json --prompt P.txt --input docs.jsonl --output out.jsonl
-
-The prompt file holds the instructions (the system message) and is shared by every document, so its tokens
-are prefilled once; if it contains `{text}`, the document is substituted there instead and the whole prompt
-is the user message. Each output line is `{"id": ..., **record}`, or `{"id", "error", "raw"}` when a document
-failed. Exit status 0 when every output validated against the schema."""
+"""`sglite extract` / `python -m sglite.extract`: options, the checks before the model loads, the job, the
+summary. Exit status: 0 every record validated, 1 some documents failed (their lines say why), 2 the job could
+not start (one line on stderr says why), 130 interrupted (rerun with --resume)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from . import lang as sgl
-from .protocol import closed_schema, json_schema_text
+from ..protocol import closed_schema, json_schema_text
+from .errors import SetupError
+from .inputs import Document, id_key, load_documents
+from .job import JobSpec, run_documents, shared_prefix
+from .output import ResultLog
+from .preflight import check_enforceable, check_server, load_schema
+from .progress import Progress
+from .summary import Summary
 
 
-@sgl.function
-def extract_program(s, document: str, instructions: str, schema: str, max_tokens: int):
-    if "{text}" in instructions:
-        s += sgl.user(instructions.replace("{text}", document))
-    else:
-        s += sgl.system(instructions)
-        s += sgl.user(document)
-    s += sgl.assistant(sgl.gen("record", max_tokens=max_tokens, json_schema=schema))
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="sglite extract", description="JSON-Schema extraction over a JSONL file")
-    ap.add_argument("--schema", type=Path, required=True, help="JSON Schema file")
+    ap = argparse.ArgumentParser(prog="sglite extract", description="JSON-Schema extraction over documents: one "
+                                 "output line per document, written as soon as it finishes")
+    ap.add_argument("--schema", type=Path, required=True, help="JSON Schema file of one record")
     ap.add_argument("--prompt", type=Path, required=True, help="instructions file (may contain {text})")
-    ap.add_argument("--input", type=Path, required=True, help="JSONL, one document per line")
-    ap.add_argument("--output", type=Path, required=True, help="JSONL results, in input order")
-    ap.add_argument("--text-field", default="text", help="field holding the document text (default: text)")
-    ap.add_argument("--id-field", default="id", help="field holding the document id (default: id, else line no.)")
+    ap.add_argument("--input", nargs="+", required=True, metavar="PATH",
+                    help="JSONL or CSV files, .txt/.md files, directories of .txt/.md files, or globs")
+    ap.add_argument("--output", type=Path, required=True, help="JSONL results: {\"id\", \"record\"} per line")
+    again = ap.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="skip the documents whose ids the output holds")
+    again.add_argument("--overwrite", action="store_true", help="empty an existing output first")
+    ap.add_argument("--text-field", "--text-column", dest="text_field", default="text",
+                    help="JSONL field / CSV column holding the text (default: text)")
+    ap.add_argument("--id-field", "--id-column", dest="id_field", default="id",
+                    help="JSONL field / CSV column holding the id (default: id, else the line / row number)")
     ap.add_argument("--model", default=None, help="model path for the in-process engine (default model if unset)")
     ap.add_argument("--url", default=None, help="use a running sglite server instead of an in-process engine")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--weights", default="auto",
                     help="weight format: auto (measured on this machine), fp32, bf16, int8, int4, int4+bf16")
-    ap.add_argument("--num-threads", type=int, default=None, help="CPU: torch threads (default: one per core)")
-    ap.add_argument("--max-tokens", type=int, default=512)
+    ap.add_argument("--num-threads", type=_positive, default=None,
+                    help="CPU: torch threads (default: one per core; fewer on a shared machine)")
+    ap.add_argument("--max-tokens", type=_positive, default=512, help="per record (default: 512)")
     ap.add_argument("--temperature", type=float, default=0.0)
-    ap.add_argument("--limit", type=int, default=None, help="only the first N documents")
+    ap.add_argument("--limit", type=_positive, default=None, help="only the first N documents")
     ap.add_argument("--allow-extra-keys", action="store_true",
                     help="let the model add keys the schema does not name (default: objects are closed while "
                          "generating, which keeps outputs short; validation uses the schema as given)")
     return ap
 
 
-def _load_docs(path: Path, text_field: str, id_field: str, limit: int | None) -> list[tuple[Any, str]]:
-    docs = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{n}: not JSON ({e})") from None
-            text = obj.get(text_field) if isinstance(obj, dict) else obj if isinstance(obj, str) else None
-            if not isinstance(text, str):
-                raise ValueError(f"{path}:{n}: no string field {text_field!r} (set --text-field)")
-            docs.append((obj.get(id_field, n) if isinstance(obj, dict) else n, text))
-            if limit and len(docs) >= limit:
-                break
-    return docs
-
-
 def main(argv: list[str] | None = None, backend: Any = None) -> int:
-    """The CLI body; `backend` (tests, embedding) replaces the one the options would build."""
+    """The CLI body; `backend` (tests, embedding) replaces the one the options would build (and is not shut
+    down here)."""
     args = _parser().parse_args(argv)
     try:
-        try:
-            schema = json.loads(args.schema.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{args.schema} is not JSON: {e}") from None
-        instructions = args.prompt.read_text(encoding="utf-8").strip()
-        docs = _load_docs(args.input, args.text_field, args.id_field, args.limit)
-    except (OSError, ValueError) as e:
-        print(f"sglite extract: {e}", file=sys.stderr)
-        return 2
-    import jsonschema
+        return _main(args, backend)
+    except KeyboardInterrupt:   # while loading the model, say; the job itself reports how far it got
+        print(f"\nsglite extract: interrupted; rerun with --resume to continue {args.output}", file=sys.stderr)
+        return 130
 
+
+def _main(args: argparse.Namespace, backend: Any) -> int:
     try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as e:
-        print(f"sglite extract: {args.schema} is not a valid JSON Schema: {e.message}", file=sys.stderr)
-        return 2
-    if not docs:
-        print("sglite extract: no documents in the input", file=sys.stderr)
-        return 2
+        spec, docs = _prepare(args)
+        if args.url and backend is None:
+            check_server(args.url)
+        log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
+    except SetupError as e:
+        return _fail(e)
+    with log:
+        if log.dropped_tail:
+            print(f"sglite extract: {args.output} ended in a cut-off line ({log.dropped_tail} bytes); removed it, "
+                  "its document runs again", file=sys.stderr)
+        summary = Summary(spec.schema)
+        todo = []
+        for doc in docs:
+            line = log.done.get(id_key(doc.id))
+            if line is None:
+                todo.append(doc)
+            else:
+                summary.add(line)
+        if len(todo) < len(docs):
+            print(f"sglite extract: {len(docs) - len(todo)} of {len(docs)} documents are already in {args.output}; "
+                  f"running the other {len(todo)}", file=sys.stderr)
+        if not todo:
+            _report(summary, args.output, 0, 0.0, None)
+            return 0 if summary.failed == 0 else 1
+        own_backend = backend is None
+        if own_backend:
+            try:
+                backend = _backend(args)
+            except SetupError as e:
+                return _fail(e)
+        try:
+            return _run(spec, todo, backend, log, summary, args.output)
+        finally:
+            if own_backend:
+                backend.shutdown()
 
-    own_backend = backend is None
-    if backend is not None:
-        pass
-    elif args.url:
-        from .backend.runtime_endpoint import RuntimeEndpoint
-        backend = RuntimeEndpoint(args.url)
-    else:
-        from .backend.runtime import Runtime
-        device = args.device
-        if device is None:
-            import torch
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        print(f"loading model on {device} ...", file=sys.stderr)
-        backend = Runtime(args.model, device=device, weights=args.weights, num_threads=args.num_threads)
+
+def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
+    """Everything that can be checked without a model: schema, prompt, documents, output path."""
+    schema = load_schema(args.schema)
+    try:
+        instructions = args.prompt.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SetupError(f"--prompt {args.prompt}: cannot read ({e})") from None
+    docs = load_documents(args.input, args.text_field, args.id_field, args.limit)
+    if not docs:
+        raise SetupError("no documents in the input")
+    out = args.output.resolve()
+    for spec in args.input:
+        if Path(spec).is_file() and Path(spec).resolve() == out:
+            raise SetupError(f"--output {args.output} is also an input; write the results to another file")
     # the same conversion as gen(json_schema=Model): a schema file written from Model.model_json_schema()
     # gives the same text, hence the same grammar
-    schema_json = json_schema_text(schema if args.allow_extra_keys else closed_schema(schema))
-    t0 = time.perf_counter()
+    schema_text = json_schema_text(schema if args.allow_extra_keys else closed_schema(schema))
+    check_enforceable(schema_text, args.schema)
+    return JobSpec(instructions, schema, schema_text, args.max_tokens, args.temperature), docs
+
+
+def _backend(args: argparse.Namespace) -> Any:
+    if args.url:
+        from ..backend.runtime_endpoint import RuntimeEndpoint
+        return RuntimeEndpoint(args.url)
+    from ..backend.runtime import Runtime
+    device = args.device
+    if device is None:
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"sglite extract: loading the model on {device} ...", file=sys.stderr)
     try:
-        states = extract_program.run_batch(
-            [{"document": text, "instructions": instructions, "schema": schema_json,
-              "max_tokens": args.max_tokens} for _, text in docs],
-            backend=backend, progress_bar=True, temperature=args.temperature)
+        return Runtime(args.model, device=device, weights=args.weights, num_threads=args.num_threads)
+    except Exception as e:   # noqa: BLE001 - a model that does not load is a setup error, said in one line
+        raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
+
+
+def _run(spec: JobSpec, todo: list[Document], backend: Any, log: ResultLog, summary: Summary,
+         output: Path) -> int:
+    usage0 = backend.usage.as_dict()
+    t0 = time.perf_counter()
+    prefix = shared_prefix(spec, todo, backend)
+    progress = Progress(backend, spec, todo, prefix).start()
+    written = 0
+    try:
+        for line in run_documents(spec, todo, backend, prefix):
+            log.append(line)
+            summary.add(line)
+            written += 1
+            progress.doc_done()
+    except KeyboardInterrupt:
+        progress.close()
+        print(f"\nsglite extract: interrupted; {written} of {len(todo)} documents finished and are in {output}: "
+              "rerun with --resume to do the rest", file=sys.stderr)
+        return 130
     finally:
-        elapsed = time.perf_counter() - t0
-        usage = backend.usage.as_dict()
-        if own_backend:
-            backend.shutdown()
-
-    valid = 0
-    validator = jsonschema.Draft202012Validator(schema)
-    with open(args.output, "w", encoding="utf-8") as out:
-        for (doc_id, _), st in zip(docs, states):
-            err = st.error()
-            raw = None if err else st["record"]
-            line: dict[str, Any] = {"id": doc_id}
-            finish = (st.get_meta_info("record") or {}).get("finish_reason") or {} if err is None else {}
-            if err is None and finish.get("type") == "length":
-                line.update(error=f"output cut at --max-tokens {args.max_tokens}; raise it", raw=raw)
-            elif err is None:
-                try:
-                    record = json.loads(raw)
-                    problems = [e.message for e in validator.iter_errors(record)]
-                    if problems:
-                        line.update(error="schema: " + "; ".join(problems[:3]), raw=raw)
-                    elif isinstance(record, dict):
-                        line.update(record)
-                        valid += 1
-                    else:
-                        line.update(record=record)
-                        valid += 1
-                except json.JSONDecodeError as e:
-                    line.update(error=f"not JSON: {e}", raw=raw)
-            else:
-                line.update(error=f"{type(err).__name__}: {err}", raw=raw)
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-    n = len(docs)
-    print(f"{n} documents in {elapsed:.1f} s ({n / elapsed:.2f} docs/s, "
-          f"{usage['completion_tokens'] / elapsed:.0f} output tokens/s); prefix cache hit rate "
-          f"{usage['cache_hit_rate']:.1%}; {valid}/{n} validated; wrote {args.output}")
-    return 0 if valid == n else 1
+        progress.close()
+    usage = {k: v - usage0[k] for k, v in backend.usage.as_dict().items() if k != "cache_hit_rate"}
+    _report(summary, output, written, time.perf_counter() - t0, usage)
+    return 0 if summary.failed == 0 else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def _report(summary: Summary, output: Path, ran: int, elapsed: float, usage: dict | None) -> None:
+    if ran:
+        hit = usage["cached_tokens"] / usage["prompt_tokens"] if usage["prompt_tokens"] else 0.0
+        print(f"{ran} documents in {elapsed:.1f} s ({ran / elapsed:.2f} docs/s, "
+              f"{usage['completion_tokens'] / elapsed:.0f} output tokens/s); prefix cache hit rate {hit:.1%}")
+    resumed = summary.lines - ran
+    print(f"{summary.valid}/{summary.lines} validated" + (f" ({resumed} from an earlier run)" if resumed else "")
+          + (f"; {summary.failed} failed: their lines hold \"error\" and \"raw\"" if summary.failed else ""))
+    table = summary.table()
+    if table:
+        print(table)
+    print(f"wrote {output}")
+
+
+def _fail(e: SetupError) -> int:
+    print(f"sglite extract: {e}", file=sys.stderr)
+    return 2

@@ -1,20 +1,29 @@
-"""`sglite extract` with a scripted engine: output lines in order, validation, summary, exit status."""
+"""`sglite extract` with a scripted engine: the output format, validation, the summary, exit statuses, the
+checks that run before the model loads, and the output file's new / resume / overwrite rules."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
 
 import sglite as sgl
 from sglite.extract import main
 
 from .fake_engine import FakeEngine
 
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"]}
+DOCS = [{"id": "a", "text": "Ann is 31."}, {"id": "b", "text": "Bo is 7."}, {"id": "c", "text": "Cy is old."}]
+NO_MODEL = ["--model", "/nonexistent/model.gguf"]   # a check that ran after loading would report this instead
 
-def _files(tmp_path, prompt="Extract the person named in the document, with their age in years."):
-    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
-              "required": ["name", "age"]}
+
+def _files(tmp_path, schema=SCHEMA, docs=DOCS, prompt="Extract the person named in the document, with their age."):
     (tmp_path / "s.json").write_text(json.dumps(schema))
     (tmp_path / "p.txt").write_text(prompt)
-    docs = [{"id": "a", "text": "Ann is 31."}, {"id": "b", "text": "Bo is 7."}, {"id": "c", "text": "Cy is old."}]
     (tmp_path / "d.jsonl").write_text("\n".join(json.dumps(d) for d in docs) + "\n")
     return ["--schema", str(tmp_path / "s.json"), "--prompt", str(tmp_path / "p.txt"),
             "--input", str(tmp_path / "d.jsonl"), "--output", str(tmp_path / "o.jsonl")]
@@ -28,29 +37,111 @@ def _respond(prompt, sp):
     return json.dumps({"name": name, "age": int(age)}) if age else json.dumps({"name": name, "age": "old"})
 
 
-def test_extract_writes_results_and_reports_invalid(tmp_path, capsys):
+def _lines(tmp_path, name="o.jsonl"):
+    return [json.loads(x) for x in (tmp_path / name).read_text().splitlines()]
+
+
+def _by_id(lines):
+    return {x["id"]: x for x in lines}
+
+
+def test_extract_writes_records_apart_from_ids_and_reports_invalid(tmp_path, capsys):
     eng = FakeEngine(respond=_respond)
     rc = main(_files(tmp_path), backend=sgl.Runtime(engine=eng))
-    lines = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
-    assert [x["id"] for x in lines] == ["a", "b", "c"]
-    assert lines[0] == {"id": "a", "name": "Ann", "age": 31}
-    assert "schema" in lines[2]["error"]
-    assert rc == 1 and "2/3 validated" in capsys.readouterr().out
+    out = _by_id(_lines(tmp_path))
+    assert sorted(out) == ["a", "b", "c"]   # completion order; joined back by id
+    assert out["a"] == {"id": "a", "record": {"name": "Ann", "age": 31}}
+    assert out["c"]["record"] is None and "schema" in out["c"]["error"] and '"old"' in out["c"]["raw"]
+    stdout = capsys.readouterr().out
+    assert rc == 1 and "2/3 validated" in stdout and "1 failed" in stdout
     assert eng.prefill_calls(), "the shared instructions were prefilled once"
 
 
-def test_extract_bad_inputs_fail_fast(tmp_path, capsys):
+def test_a_property_named_id_stays_in_the_record(tmp_path):
+    schema = {"type": "object", "properties": {"id": {"type": "string"}, "name": {"type": "string"}},
+              "required": ["id", "name"]}
+    eng = FakeEngine(respond=lambda p, sp: json.dumps({"id": "EMP-9", "name": "Ann"}))
+    assert main(_files(tmp_path, schema=schema), backend=sgl.Runtime(engine=eng)) == 0
+    out = _by_id(_lines(tmp_path))
+    assert out["a"] == {"id": "a", "record": {"id": "EMP-9", "name": "Ann"}}
+
+
+def test_summary_counts_null_empty_and_absent_fields(tmp_path, capsys):
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
+                                               "age": {"type": ["integer", "null"]}}, "required": ["name"]}
+    answers = {"Ann": {"name": "Ann", "tags": [], "age": None}, "Bo": {"name": " ", "tags": ["x"], "age": 7},
+               "Cy": {"name": "Cy"}}
+    eng = FakeEngine(respond=lambda p, sp: json.dumps(answers[p.rsplit("User: ", 1)[-1].split()[0]]))
+    assert main(_files(tmp_path, schema=schema), backend=sgl.Runtime(engine=eng)) == 0
+    rows = {r.split()[0]: r.split()[1:] for r in capsys.readouterr().out.splitlines()[3:6]}
+    assert rows["name"] == ["0", "1", "(33%)", "0"]             # null, empty (count, share), absent
+    assert rows["tags"] == ["0", "1", "(33%)", "1", "(33%)"]
+    assert rows["age"] == ["1", "(33%)", "0", "1", "(33%)"]
+
+
+# --- refused before the model loads: one line on stderr, exit 2 ----------------------------------------------------
+def _refused(args, capsys) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "model" not in err and err.startswith("sglite extract: "), err
+    return err
+
+
+def test_unsupported_keyword_fails_fast_naming_it(tmp_path):
+    schema = {"type": "object", "properties": {"tags": {"type": "array", "uniqueItems": True}}}
+    args = _files(tmp_path, schema=schema) + NO_MODEL
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "sglite.extract", *args], capture_output=True, text=True, timeout=120)
+    elapsed = time.perf_counter() - t0
+    assert r.returncode == 2 and "'uniqueItems' at #/properties/tags" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (tmp_path / "o.jsonl").exists()
+    print(f"refused in {elapsed:.1f} s")
+
+
+@pytest.mark.parametrize("schema_text, says", [("{not json", "is not JSON"),
+                                              ('{"type": "object", "required": "name"}', "not a valid JSON Schema")])
+def test_bad_schema_fails_fast(tmp_path, capsys, schema_text, says):
     args = _files(tmp_path)
-    (tmp_path / "s.json").write_text("{not json")
-    assert main(args, backend=sgl.Runtime(engine=FakeEngine())) == 2
-    assert "s.json" in capsys.readouterr().err
+    (tmp_path / "s.json").write_text(schema_text)
+    assert says in _refused(args + NO_MODEL, capsys)
 
 
-def test_closed_schema_only_closes_open_objects():
-    from sglite.protocol import closed_schema
-    s = {"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}},
-                                          "c": {"type": "object", "additionalProperties": True,
-                                                "properties": {}}}}
-    out = closed_schema(s)
-    assert out["additionalProperties"] is False and out["properties"]["a"]["additionalProperties"] is False
-    assert out["properties"]["c"]["additionalProperties"] is True and "additionalProperties" not in s
+def test_unwritable_output_fails_fast(tmp_path, capsys):
+    args = _files(tmp_path)
+    args[args.index("--output") + 1] = str(tmp_path / "no_such_dir" / "o.jsonl")
+    assert "does not exist" in _refused(args + NO_MODEL, capsys)
+    args[args.index("--output") + 1] = str(tmp_path)
+    assert "is a directory" in _refused(args + NO_MODEL, capsys)
+
+
+def test_unreachable_server_fails_fast(tmp_path, capsys):
+    with socket.socket() as s:   # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    err = _refused(_files(tmp_path) + ["--url", f"http://127.0.0.1:{port}"], capsys)
+    assert "cannot reach the server" in err
+
+
+def test_existing_output_needs_resume_or_overwrite(tmp_path, capsys):
+    args = _files(tmp_path)
+    (tmp_path / "o.jsonl").write_text('{"id": "z", "record": {}}\n')
+    assert "--resume" in _refused(args + NO_MODEL, capsys)
+    assert (tmp_path / "o.jsonl").read_text() == '{"id": "z", "record": {}}\n'
+    eng = FakeEngine(respond=_respond)
+    main(args + ["--overwrite"], backend=sgl.Runtime(engine=eng))
+    assert sorted(_by_id(_lines(tmp_path))) == ["a", "b", "c"]
+
+
+def test_resume_runs_only_missing_ids_and_drops_a_cut_off_line(tmp_path, capsys):
+    args = _files(tmp_path)
+    (tmp_path / "o.jsonl").write_text('{"id": "b", "record": {"name": "Bo", "age": 7}}\n{"id": "a", "rec')
+    eng = FakeEngine(respond=_respond)
+    assert main(args + ["--resume"], backend=sgl.Runtime(engine=eng)) == 1
+    lines = _lines(tmp_path)
+    assert sorted(x["id"] for x in lines) == ["a", "b", "c"]
+    assert sorted(c["prompt"].rsplit("User: ", 1)[-1].split()[0] for c in eng.gen_calls()) == ["Ann", "Cy"]
+    cap = capsys.readouterr()
+    assert "cut-off line" in cap.err and "2/3 validated (1 from an earlier run)" in cap.out
+    calls = len(eng.gen_calls())
+    assert main(args + ["--resume"], backend=sgl.Runtime(engine=eng)) == 1   # nothing left: no call, no line
+    assert len(eng.gen_calls()) == calls and len(_lines(tmp_path)) == 3

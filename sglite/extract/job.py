@@ -1,0 +1,110 @@
+"""The extraction itself: one program per document, run concurrently so the engine batches them, and each
+document's result line handed back as soon as that document finishes (completion order, not input order)."""
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from .. import lang as sgl
+from .inputs import Document
+
+
+@sgl.function
+def extract_program(s, document: str, instructions: str, schema: str, max_tokens: int):
+    if "{text}" in instructions:
+        s += sgl.user(instructions.replace("{text}", document))
+    else:
+        s += sgl.system(instructions)
+        s += sgl.user(document)
+    s += sgl.assistant(sgl.gen("record", max_tokens=max_tokens, json_schema=schema))
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    instructions: str
+    schema: dict[str, Any]   # as given: every record is validated against it
+    schema_text: str         # what the engine compiles (objects closed unless --allow-extra-keys)
+    max_tokens: int
+    temperature: float
+
+    def __post_init__(self) -> None:
+        if self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+
+    def call(self, doc: Document) -> dict[str, Any]:
+        """extract_program's arguments for one document."""
+        return {"document": doc.text, "instructions": self.instructions, "schema": self.schema_text,
+                "max_tokens": self.max_tokens}
+
+
+def shared_prefix(spec: JobSpec, docs: list[Document], backend: Any) -> str:
+    """The prompt text every document's program starts with (the instructions), as run_batch finds it."""
+    from ..lang.tracer import constant_prefix
+    if len(docs) < 2:
+        return ""
+    return constant_prefix(extract_program.func, [spec.call(d) for d in docs], backend.chat_template())
+
+
+def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str = "",
+                  num_workers: int | None = None) -> Iterator[dict[str, Any]]:
+    """Yields one result line per document as it finishes. `prefix` (see shared_prefix) is prefilled once
+    first, since otherwise every program would prefill it at the same time. Closing the generator (or an
+    exception in the consumer, e.g. Ctrl-C) cancels the documents not yet started; the caller shuts the backend
+    down to stop the running ones."""
+    from ..backend.base import Prompt
+
+    if not docs:
+        return
+    if prefix:
+        backend.commit_prefix(Prompt(prefix))
+    validator = _validator(spec.schema)
+    workers = num_workers or min(len(docs), max(64, 4 * (os.cpu_count() or 1)))
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sglite-extract")
+    try:
+        futures = {pool.submit(_run_one, spec, doc, backend): doc for doc in docs}
+        for fut in as_completed(futures):
+            raw, finish, error = fut.result()
+            yield result_line(futures[fut].id, raw, finish, error, validator, spec.max_tokens)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_one(spec: JobSpec, doc: Document, backend: Any) -> tuple[str | None, dict, BaseException | None]:
+    """(generated text, finish reason, error) of one document's program."""
+    try:
+        state = extract_program.run(backend=backend, temperature=spec.temperature, **spec.call(doc))
+    except Exception as e:   # noqa: BLE001 - one document's failure is its own result line
+        return None, {}, e
+    err = state.error()
+    if err is not None:
+        return None, {}, err
+    return state["record"], (state.get_meta_info("record") or {}).get("finish_reason") or {}, None
+
+
+def _validator(schema: dict[str, Any]) -> Any:
+    from .preflight import validator_class
+    return validator_class(schema)(schema)
+
+
+def result_line(doc_id: Any, raw: str | None, finish: dict, error: BaseException | None, validator: Any,
+                max_tokens: int) -> dict[str, Any]:
+    """`{"id", "record"}` for a record that validated; `{"id", "record": null, "error", "raw"}` otherwise."""
+    def failed(why: str) -> dict[str, Any]:
+        return {"id": doc_id, "record": None, "error": why, "raw": raw}
+
+    if error is not None:
+        return failed(f"{type(error).__name__}: {error}")
+    if finish.get("type") == "length":
+        return failed(f"output cut at --max-tokens {max_tokens}; raise it")
+    try:
+        record = json.loads(raw)
+    except (TypeError, json.JSONDecodeError) as e:
+        return failed(f"not JSON: {e}")
+    problems = [e.message for e in validator.iter_errors(record)]
+    if problems:
+        return failed("schema: " + "; ".join(problems[:3]))
+    return {"id": doc_id, "record": record}
+

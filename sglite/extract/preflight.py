@@ -1,0 +1,71 @@
+"""Checks that run before the model loads, so a job that cannot succeed fails in seconds, not after every
+document ran: the schema (valid, and every keyword enforceable), and the server behind `--url`."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from .errors import SetupError
+
+SERVER_TIMEOUT_S = 5.0
+
+
+def load_schema(path: Path) -> dict[str, Any]:
+    """The schema file as a dict; SetupError if it is not JSON or not a valid JSON Schema."""
+    import jsonschema
+
+    try:
+        schema = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise SetupError(f"--schema {path}: cannot read ({e.strerror or e})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SetupError(f"--schema {path} is not JSON: {e}") from None
+    if not isinstance(schema, dict):
+        raise SetupError(f"--schema {path}: a JSON Schema for a record is an object, got {type(schema).__name__}")
+    try:
+        validator_class(schema).check_schema(schema)
+    except jsonschema.SchemaError as e:
+        where = "#" + "".join(f"/{p}" for p in e.path)
+        raise SetupError(f"--schema {path} is not a valid JSON Schema at {where}: {e.message}") from None
+    return schema
+
+
+def validator_class(schema: dict[str, Any]) -> Any:
+    """The jsonschema validator for the schema's `$schema` dialect (2020-12 when it names none), the same
+    choice the grammar compiler makes."""
+    import jsonschema
+    return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+
+
+def check_enforceable(schema_text: str, path: Path) -> None:
+    """Lower the schema the engine will compile to the grammar IR, as the engine's compiler does in generation
+    mode. This needs no tokenizer (only token masks do) and takes well under a second, so an unsupported keyword
+    is refused here, before the model loads, with its name and JSON pointer."""
+    from ..runtime.constrained import GrammarError, UnsupportedSchemaError
+    from ..runtime.constrained.schema.compiler import SchemaCompiler
+
+    schema = json.loads(schema_text)
+    try:
+        SchemaCompiler(schema, {}, canonical=True).compile(schema, "#")
+    except UnsupportedSchemaError as e:
+        raise SetupError(f"--schema {path}: {e}") from None
+    except GrammarError as e:
+        raise SetupError(f"--schema {path}: cannot compile: {e}") from None
+    except RecursionError:
+        raise SetupError(f"--schema {path}: nests too deeply to compile") from None
+
+
+def check_server(url: str) -> None:
+    """SetupError unless `url` answers /get_model_info (an sglite or SGLang server) within a few seconds."""
+    import httpx
+
+    target = url.rstrip("/") + "/get_model_info"
+    try:
+        r = httpx.get(target, timeout=SERVER_TIMEOUT_S)
+    except (httpx.HTTPError, httpx.InvalidURL) as e:
+        raise SetupError(f"--url {url}: cannot reach the server ({type(e).__name__}: {e or 'no answer'}); "
+                         "start one with `sglite serve`, or fix the address") from None
+    if r.status_code >= 400:
+        raise SetupError(f"--url {url}: GET /get_model_info answered HTTP {r.status_code}; is this an sglite "
+                         "or SGLang server?")

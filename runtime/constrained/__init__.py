@@ -10,9 +10,9 @@ How it fits together (dependencies point up this list, never down; tests/runtime
 test_no_import_cycles.py checks it):
 - automata/: regexes (interegular) and word sets as character automata over codepoint ranges, lowered to byte
   DFAs (UTF-8 exact; in JSON strings every escape of a character too); JSON number-range and format regexes.
-- ir/: the grammar IR: small nodes (lexeme DFA, object, array, union) referring to each other by index, so
-  $ref recursion is a cycle and big schemas stay linear.
-- schema/: JSON Schema -> IR (a regex is one lexeme node, built there too).
+- ir/: the grammar IR every frontend lowers to: small nodes (lexeme DFA, object, array, union) referring to
+  each other by index, so $ref recursion is a cycle and big schemas stay linear; `str(grammar)` prints it.
+- schema/: JSON Schema -> IR (a regex is one lexeme node: GrammarCompiler.compile_regex).
 - vocab/: the vocabulary trie; a lexeme DFA is walked over all tokens at once with numpy, cached per DFA state.
 - parser/: a pushdown parser over the IR (a stack of frames per parse; several stacks for anyOf); token masks
   per stack, where only tokens that end a lexeme part-way are checked against the stack; the shared `Grammar`,

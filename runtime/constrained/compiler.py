@@ -6,7 +6,11 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from .automata.dfa_lowering import lower_char_fsm
+from .automata.regex import regex_to_char_fsm
 from .errors import GrammarError
+from .ir.grammar_ir import JSON_WS, GrammarIR
+from .ir.nodes import LexNode
 from .parser.grammar import Grammar
 from .schema.compiler import SchemaCompiler
 from .vocab.token_index import TokenIndex
@@ -56,9 +60,14 @@ class GrammarCompiler:
             raise GrammarError(f"regex must be a str, got {type(pattern).__name__}")
 
         def build() -> Grammar:
-            sc = SchemaCompiler(None, self._dfas)
-            root = sc.lex_regex_full(pattern)
-            return Grammar("regex", pattern, self.index, sc.nodes, root, "compact", root_frame="L")
+            dfa = self._dfas.get(("regex", pattern))
+            if dfa is None:
+                try:
+                    dfa = self._dfas[("regex", pattern)] = lower_char_fsm(regex_to_char_fsm(pattern), False)
+                except OverflowError as e:
+                    raise GrammarError(f"regex {pattern!r}: {e}") from None
+            # a regex is one lexeme: the IR's only node
+            return Grammar("regex", pattern, self.index, GrammarIR((LexNode(dfa, source=f"/{pattern}/"),), 0))
         return self._cached(("regex", pattern, self.tokenizer.name), build)
 
     def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any") -> Grammar:
@@ -77,13 +86,15 @@ class GrammarCompiler:
 
         def build() -> Grammar:
             _check_schema(schema)
-            sc = SchemaCompiler(schema, self._dfas, canonical=whitespace == "compact")
+            canonical = whitespace == "compact"
+            sc = SchemaCompiler(schema, self._dfas, canonical=canonical)
             try:
                 root = sc.compile(schema, "#")
             except RecursionError:
                 raise GrammarError("schema nests too deeply to compile (limit: Python recursion)") from None
-            return Grammar("json_schema", spec, self.index, sc.nodes, root, whitespace,
-                           property_order=property_order)
+            ir = GrammarIR(tuple(sc.nodes), root, whitespace=JSON_WS if whitespace == "any" else frozenset(),
+                           canonical=canonical, ordered=property_order == "schema")
+            return Grammar("json_schema", spec, self.index, ir)
         return self._cached(("json_schema", spec, whitespace, property_order, self.tokenizer.name), build)
 
 

@@ -1,5 +1,5 @@
-"""Compiled grammar nodes: the immutable pieces a JSON schema or regex compiles to. Nodes refer to each
-other by index into `Grammar.nodes`, so recursive schemas ($ref cycles) are plain cycles of indices."""
+"""Grammar IR nodes: the immutable pieces a JSON schema or regex lowers to. Nodes refer to each other by index
+into `GrammarIR.nodes`, so recursive schemas ($ref cycles) are plain cycles of indices."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,20 +11,21 @@ from ..automata.byte_dfa import ByteDFA
 EXTRA = ("<additional property>",)   # key-DFA label of a property name not among `properties`
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class LexNode:
     """A value that is one lexeme: string, number, literal, enum of scalars. `min_chars`/`max_chars` count
     JSON-decoded characters of a string lexeme outside the DFA (no product automaton needed)."""
     dfa: ByteDFA
     min_chars: int = 0
     max_chars: Optional[int] = None
+    source: Optional[str] = None          # how it prints: a /regex/, a "literal", or words (`string`)
 
     @property
     def counted(self) -> bool:
         return self.min_chars > 0 or self.max_chars is not None
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class ObjectNode:
     props: dict[str, int]                 # property name -> value node
     required: frozenset[str]
@@ -34,6 +35,7 @@ class ObjectNode:
     patterns: tuple = ()                  # patternProperties: CharFSMs (search semantics)
     pattern_nodes: dict = field(default_factory=dict)   # frozenset of matched pattern indices -> value node
     deps: dict = field(default_factory=dict)   # dependentRequired: name -> names required when it is present
+    pattern_text: tuple[str, ...] = ()    # the patterns' regexes, for printing
 
     @cached_property
     def rank(self) -> dict[str, int]:
@@ -45,7 +47,7 @@ class ObjectNode:
         return self.pattern_nodes[matched] if matched else self.additional
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class ArrayNode:
     prefix: tuple[int, ...]
     items: Optional[int]                  # node for items past the prefix; None = none allowed
@@ -56,12 +58,12 @@ class ArrayNode:
         return self.prefix[i] if i < len(self.prefix) else self.items
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class UnionNode:
     alts: tuple[int, ...]
 
 
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class NeverNode:
     """No value at all (schema `false`, or contradictory constraints)."""
 

@@ -9,6 +9,7 @@ keywords (schema_not.py). What remains is lowered per type: schema_literals.py (
 schema_numbers.py, schema_strings.py, schema_containers.py."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Optional
 
 from ..automata.byte_dfa import ByteDFA
@@ -37,8 +38,8 @@ LOWERINGS = {"null": lower_null, "boolean": lower_boolean, "integer": lower_inte
 
 
 class SchemaCompiler:
-    """One compilation: a root schema document -> (nodes, root index). `nodes` only grows; a node's index
-    is final once added (a `$ref` slot is added first and filled when its target is compiled)."""
+    """One compilation: a root schema document -> IR nodes and the root's index. `nodes` only grows; a node's
+    index is final once added (a `$ref` slot is added first and filled when its target is compiled)."""
 
     def __init__(self, root: Any, dfa_cache: dict, canonical: bool = False):
         self.doc = SchemaDocument(root)
@@ -54,7 +55,7 @@ class SchemaCompiler:
             raise GrammarError(f"schema too large: more than {MAX_NODES} grammar nodes")
         if self.canonical and isinstance(node, LexNode) and is_number_dfa(node.dfa):
             d = node.dfa   # generation mode: at most NUMBER_DIGITS digits in a row (see digit_cap)
-            node.dfa = self.dfa(("digit_cap", d.key), lambda: cap_digit_runs(d))
+            node = replace(node, dfa=self.dfa(("digit_cap", d.key), lambda: cap_digit_runs(d)))
         self.nodes.append(node)
         return len(self.nodes) - 1
 
@@ -75,17 +76,10 @@ class SchemaCompiler:
                 raise GrammarError(f"{kw} at {ptr}: {e}") from None
         return self.dfa(("re", pattern, json_string, search), build)
 
-    def lex_regex(self, pattern: str) -> int:
-        return self.add(LexNode(self.regex_dfa(pattern, False, False, "#", "regex")))
-
-    def lex_regex_full(self, pattern: str) -> int:
-        """A user regex (compile_regex): malformed -> GrammarError, unsupported syntax -> GrammarError too."""
-        def build():
-            try:
-                return lower_char_fsm(regex_to_char_fsm(pattern, False), False)
-            except OverflowError as e:
-                raise GrammarError(f"regex {pattern!r}: {e}") from None
-        return self.add(LexNode(self.dfa(("re", pattern, False, False), build)))
+    def lex_regex(self, pattern: str, source: Optional[str] = None) -> int:
+        """A lexeme node matching `pattern`, printed as `source` (default: the regex)."""
+        return self.add(LexNode(self.regex_dfa(pattern, False, False, "#", "regex"),
+                                source=source or f"/{pattern}/"))
 
     def never(self) -> int:
         return self.add(NeverNode())
@@ -94,7 +88,8 @@ class SchemaCompiler:
         if self.any_id is None:
             self.any_id = self.add(UnionNode(()))
             s = self.plain_string(0, None)
-            alts = (self.lex_regex("null"), self.lex_regex("true|false"), self.lex_regex(NUMBER), s,
+            alts = (self.lex_regex("null", '"null"'), self.lex_regex("true|false", '"true" | "false"'),
+                    self.lex_regex(NUMBER, "number"), s,
                     self.add(ArrayNode((), self.any_id)), self.add(ObjectNode({}, frozenset(), self.any_id)))
             self.nodes[self.any_id] = UnionNode(alts)
         return self.any_id
@@ -102,7 +97,7 @@ class SchemaCompiler:
     def plain_string(self, min_len: int, max_len: Optional[int]) -> int:
         d = self.dfa(("string",), lambda: lower_char_fsm(
             CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True, self.canonical))
-        return self.add(LexNode(d, min_len, max_len))
+        return self.add(LexNode(d, min_len, max_len, source="string"))
 
     # --- schemas ---------------------------------------------------------------------------------------------------
     def ref_node(self, ref: str, ptr: str) -> int:

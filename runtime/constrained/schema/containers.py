@@ -69,4 +69,4 @@ def lower_object(sc: Lowerer, s: dict, ptr: str) -> int:
             props[r] = v if v is not None else sc.never()
     return sc.add(ObjectNode(props, required, additional, int(s.get("minProperties", 0)),
                              None if s.get("maxProperties") is None else int(s["maxProperties"]),
-                             tuple(pats), pattern_nodes, deps))
+                             tuple(pats), pattern_nodes, deps, tuple(pp)))

@@ -2,6 +2,7 @@
 schema's other keywords applied to the values up front)."""
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..automata.json_numbers import literal_number
@@ -16,13 +17,13 @@ from .lowerer import Lowerer
 def lower_null(sc: Lowerer, s: dict, ptr: str) -> int:
     if any(v is None for v in s.get("$exclude", [])):
         return sc.never()
-    return sc.lex_regex("null")
+    return sc.lex_regex("null", '"null"')
 
 
 def lower_boolean(sc: Lowerer, s: dict, ptr: str) -> int:
     ex = [v for v in s.get("$exclude", []) if isinstance(v, bool)]
     opts = [w for w, v in (("true", True), ("false", False)) if v not in ex]
-    return sc.lex_regex("|".join(opts)) if opts else sc.never()
+    return sc.lex_regex("|".join(opts), " | ".join(f'"{w}"' for w in opts)) if opts else sc.never()
 
 
 def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -60,14 +61,14 @@ def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
 def const_node(sc: Lowerer, v: Any) -> int:
     """A node matching exactly the JSON value `v`: an object needs all of its keys and no others."""
     if v is None:
-        return sc.lex_regex("null")
+        return sc.lex_regex("null", '"null"')
     if isinstance(v, bool):
-        return sc.lex_regex("true" if v else "false")
+        return sc.lex_regex("true" if v else "false", '"true"' if v else '"false"')
     if isinstance(v, (int, float)):
         return sc.lex_regex(literal_number(v))
     if isinstance(v, str):
         d = sc.dfa(("lit", v), lambda: words_dfa({v: True}, None, canonical=sc.canonical))
-        return sc.add(LexNode(d))
+        return sc.add(LexNode(d, source=json.dumps(json.dumps(v))))
     if isinstance(v, list):
         return sc.add(ArrayNode(tuple(const_node(sc, x) for x in v), None, len(v), len(v)))
     props = {k: const_node(sc, x) for k, x in v.items()}

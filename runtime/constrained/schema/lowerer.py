@@ -26,8 +26,8 @@ class Lowerer(Protocol):
     def never(self) -> int:
         """A node that matches no value."""
 
-    def lex_regex(self, pattern: str) -> int:
-        """A lexeme node matching `pattern` exactly (not a JSON string)."""
+    def lex_regex(self, pattern: str, source: Optional[str] = None) -> int:
+        """A lexeme node matching `pattern` exactly (not a JSON string), printed as `source` (default: /pattern/)."""
 
     def plain_string(self, min_len: int, max_len: Optional[int]) -> int:
         """A JSON string node of any content, with character-count bounds."""

@@ -29,11 +29,12 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
         def build():
             fsm = intersect(regex_to_char_fsm(r, False), multiple_of_fsm(k))
             return lower_char_fsm(fsm, False)
-        return sc.add(LexNode(sc.dfa(("mult", r, k), build)))
+        return sc.add(LexNode(sc.dfa(("mult", r, k), build),
+                              source=f"{_interval('integer', ilo, False, ihi, False)} multipleOf {k}"))
     if lo is None and hi is None:
-        return sc.lex_regex(INTEGER)
+        return sc.lex_regex(INTEGER, "integer")
     r = integer_range(ilo, ihi)
-    return sc.lex_regex(r) if r else sc.never()
+    return sc.lex_regex(r, _interval("integer", ilo, False, ihi, False)) if r else sc.never()
 
 
 def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -41,7 +42,8 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
         return lower_integer(sc, s, ptr)
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
     if lo is None and hi is None:
-        return sc.lex_regex(NUMBER)
+        return sc.lex_regex(NUMBER, "number")
+    text = _interval("number", lo, lo_excl, hi, hi_excl)
     try:
         r = number_range(lo, lo_excl, hi, hi_excl)
     except ValueError:
@@ -56,8 +58,16 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
             if v is not None and not math.isfinite(v):
                 raise GrammarError(f"{name} at {ptr} must be finite")
         d = sc.dfa(("numrange", lo, lo_excl, hi, hi_excl), build)
-        return sc.add(LexNode(d)) if not d.is_empty() else sc.never()
-    return sc.lex_regex(r) if r else sc.never()
+        return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
+    return sc.lex_regex(r, text) if r else sc.never()
+
+
+def _interval(kind: str, lo, lo_excl: bool, hi, hi_excl: bool) -> str:
+    """How a bounded number prints: `integer in [0, 120]`, `number in (0.5, ..)`."""
+    if lo is None and hi is None:
+        return kind
+    return (f"{kind} in {'(' if lo_excl or lo is None else '['}{'..' if lo is None else lo}, "
+            f"{'..' if hi is None else hi}{')' if hi_excl or hi is None else ']'}")
 
 
 def _bounds(s: dict, ptr: str) -> tuple:

@@ -2,6 +2,8 @@
 minLength/maxLength, to one lexeme DFA over the JSON string text."""
 from __future__ import annotations
 
+import json
+
 from ..automata.charfsm import literal_trie, with_length
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS
@@ -35,10 +37,13 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
         if f in FORMAT_MAX_LENGTH and min_len == 0:   # the exact counted path below, no product automaton
             max_len = min(max_len, FORMAT_MAX_LENGTH[f]) if max_len is not None else FORMAT_MAX_LENGTH[f]
     excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
+    text = " ".join(["string"] + ([f"/{s['pattern']}/"] if "pattern" in s else []) +
+                    ([f"format={s['format']}"] if "format" in s and s["format"] in FORMATS else []) +
+                    ([f"not {', '.join(map(json.dumps, excluded))}"] if excluded else []))
     if excluded:
         if fsm is None:
             d = sc.dfa(("notwords", excluded), lambda: words_dfa({}, True, excluded, sc.canonical))
-            return sc.add(LexNode(d, min_len, max_len))
+            return sc.add(LexNode(d, min_len, max_len, source=text))
         fsm = intersect(fsm, literal_trie({}, True, excluded))
     if fsm is None:
         return sc.plain_string(min_len, max_len)
@@ -47,7 +52,7 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
         # completion fits in what maxLength leaves (LexNode counts characters, char_dist checks the rest)
         key = ("strfsm", s.get("pattern"), s.get("format"), excluded)
         d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
-        return sc.add(LexNode(d, 0, max_len))
+        return sc.add(LexNode(d, 0, max_len, source=text))
     if min_len or max_len is not None:
         try:
             fsm = with_length(fsm, min_len, max_len, MAX_LENGTH_STATES)
@@ -59,4 +64,6 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
         d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
     except OverflowError as e:
         raise GrammarError(f"string at {ptr}: {e}") from None
-    return sc.add(LexNode(d))
+    if min_len or max_len is not None:        # the bounds are in the DFA, not counted by the node
+        text += f" ({min_len}..{'' if max_len is None else max_len} chars)"
+    return sc.add(LexNode(d, source=text))

@@ -1,0 +1,70 @@
+"""GrammarIR: what every frontend lowers to (a regex: one lexeme node; a JSON Schema: schema/) and all that the
+parser needs to run it. A context-free grammar would lower to the same nodes (with a sequence node added)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from .printer import format_rules
+
+JSON_WS = frozenset(b" \t\n\r")
+
+
+@dataclass(frozen=True, eq=False)
+class GrammarIR:
+    """Nodes referring to each other by index, the root's index, and the conventions the parser applies between
+    lexemes. Immutable. `str()` prints it as rules, one per line (printer.py)."""
+    nodes: tuple[Node, ...]
+    root: int
+    whitespace: frozenset[int] = frozenset()    # bytes skipped before values and around punctuation
+    canonical: bool = False     # strings without needless escapes (object-name DFAs built later follow it)
+    ordered: bool = False       # object properties in the schema's order (see parser/object_keys.py)
+
+    def __post_init__(self):
+        if not 0 <= self.root < len(self.nodes):
+            raise ValueError(f"root {self.root} is not a node index (there are {len(self.nodes)} nodes)")
+
+    @cached_property
+    def satisfiable(self) -> tuple[bool, ...]:
+        """Per node: whether some finite value matches it (a least fixpoint)."""
+        return _satisfiable(self.nodes)
+
+    def __str__(self) -> str:
+        return format_rules(self.nodes, self.root, self.whitespace, self.ordered)
+
+
+def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
+    sat = [False] * len(nodes)
+    changed = True
+    while changed:
+        changed = False
+        for i, n in enumerate(nodes):
+            if sat[i]:
+                continue
+            if isinstance(n, LexNode):
+                ok = not n.dfa.is_empty() and (n.max_chars is None or n.min_chars <= n.max_chars)
+            elif isinstance(n, ObjectNode):
+                ok = all(r in n.props and sat[n.props[r]] for r in n.required) and \
+                    (n.max_props is None or len(n.required) <= n.max_props) and \
+                    (len(n.required) >= n.min_props or (n.additional is not None and sat[n.additional]) or
+                     any(sat[v] for v in n.pattern_nodes.values()) or
+                     sum(1 for v in n.props.values() if sat[v]) >= n.min_props)
+                if ok and n.additional is None and any(r not in n.props for r in n.required):
+                    ok = False
+            elif isinstance(n, ArrayNode):
+                need = n.min_items
+                ok = n.max_items is None or need <= n.max_items
+                for j in range(need):
+                    item = n.item(j)
+                    if item is None or not sat[item]:
+                        ok = False
+                        break
+            elif isinstance(n, UnionNode):
+                ok = any(sat[a] for a in n.alts)
+            else:
+                ok = False
+            if ok:
+                sat[i] = True
+                changed = True
+    return tuple(sat)

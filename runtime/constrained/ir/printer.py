@@ -1,0 +1,92 @@
+"""The grammar IR as text, one rule per line, EBNF-like, for reading and debugging (`str(grammar)`):
+
+    root ::= "{" members("name": lexeme_1, "tags"?: array_2){1,} "}"
+    lexeme_1 ::= string (<= 20 chars)
+    array_2 ::= "[" items(lexeme_3*){,3} "]"
+    lexeme_3 ::= "\"red\"" | "\"green\""
+    %ignore /[\t\n\r ]+/
+
+Rules are named after the root and after each node's kind and index, and listed in the order the root first
+reaches them. A lexeme shows the regex (`/.../`), literal or words it was built from. Beyond EBNF:
+`members(...)` is an object's comma-separated `name: value` pairs, each name at most once, in any order (or
+`in order`, the schema's): `"name"?` marks an optional property, `*` any other name, `/p/*` other names
+matching pattern p; `items(a, b, c*)` is an array's comma-separated items (a, then b, then any number of c);
+`{m,n}` after either bounds the count; `%ignore` is the whitespace allowed between structural tokens."""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+
+_KIND = {LexNode: "lexeme", ObjectNode: "object", ArrayNode: "array", UnionNode: "union"}
+_ESCAPES = {9: r"\t", 10: r"\n", 13: r"\r"}
+
+
+def format_rules(nodes: tuple[Node, ...], root: int, whitespace: frozenset[int], ordered: bool) -> str:
+    """The rules of the nodes reachable from `root`, one per line (deterministic for equal IRs)."""
+    order = _reachable(nodes, root)
+
+    def name(i: int) -> str:
+        return "root" if i == root else f"{_KIND.get(type(nodes[i]), 'never')}_{i}"
+
+    lines = [f"{name(i)} ::= {_body(nodes[i], name, ordered)}" for i in order]
+    if whitespace:
+        lines.append("%ignore /[" + "".join(_ESCAPES.get(b, chr(b)) for b in sorted(whitespace)) + "]+/")
+    return "\n".join(lines)
+
+
+def _reachable(nodes: tuple[Node, ...], root: int) -> list[int]:
+    order, seen = [root], {root}
+    for i in order:                 # breadth-first; `order` grows while it is read
+        for j in _children(nodes[i]):
+            if j not in seen:
+                seen.add(j)
+                order.append(j)
+    return order
+
+
+def _children(node: Node) -> list[int]:
+    if isinstance(node, ObjectNode):
+        out = list(node.props.values())
+        out += [node.pattern_nodes[k] for k in sorted(node.pattern_nodes, key=sorted)]
+        return out + ([node.additional] if node.additional is not None else [])
+    if isinstance(node, ArrayNode):
+        return list(node.prefix) + ([node.items] if node.items is not None else [])
+    if isinstance(node, UnionNode):
+        return list(node.alts)
+    return []
+
+
+def _body(node: Node, name, ordered: bool) -> str:
+    if isinstance(node, LexNode):
+        text = node.source or f"<lexeme of {node.dfa.num_states} DFA states>"
+        if node.min_chars and node.max_chars is not None:
+            return f"{text} ({node.min_chars}..{node.max_chars} chars)"
+        if node.min_chars:
+            return f"{text} (>= {node.min_chars} chars)"
+        return f"{text} (<= {node.max_chars} chars)" if node.max_chars is not None else text
+    if isinstance(node, ObjectNode):
+        pairs = [f"{json.dumps(n)}{'' if n in node.required else '?'}: {name(v)}" for n, v in node.props.items()]
+        for matched in sorted(node.pattern_nodes, key=sorted):
+            pats = " & ".join(f"/{node.pattern_text[i]}/" if i < len(node.pattern_text) else f"/pattern {i}/"
+                              for i in sorted(matched))
+            pairs.append(f"{pats}*: {name(node.pattern_nodes[matched])}")
+        if node.additional is not None:
+            pairs.append(f"*: {name(node.additional)}")
+        deps = "".join(f" ({json.dumps(k)} needs {', '.join(json.dumps(x) for x in sorted(v))})"
+                       for k, v in node.deps.items())
+        return (f'"{{" members({", ".join(pairs)}){_count(node.min_props, node.max_props)} "}}"'
+                f"{' in order' if ordered and len(node.props) > 1 else ''}{deps}")
+    if isinstance(node, ArrayNode):
+        items = [name(p) for p in node.prefix] + ([f"{name(node.items)}*"] if node.items is not None else [])
+        return f'"[" items({", ".join(items)}){_count(node.min_items, node.max_items)} "]"'
+    if isinstance(node, UnionNode) and node.alts:
+        return " | ".join(name(a) for a in node.alts)
+    return "<nothing>"
+
+
+def _count(lo: int, hi: Optional[int]) -> str:
+    if hi is None:
+        return f"{{{lo},}}" if lo else ""
+    return f"{{{lo},{hi}}}" if lo else f"{{,{hi}}}"

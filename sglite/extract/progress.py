@@ -1,9 +1,9 @@
 """Progress: a bar on stderr that moves from the first second of a job.
 
-Until the first document finishes it counts prefill tokens, read from the engine's own counters
-(`prefill_tokens_computed` in get_stats, in process or through a server's /get_server_info) against the
-prompts' token count; from then on it counts documents, with docs/s and the ETA (tqdm's) and output tokens/s
-(the engine's decode counter). Without engine counters (a backend that has none) it counts documents only.
+Until the prompts are prefilled (or a document finishes first) it counts prefill tokens, read from the
+engine's own counters (`prefill_tokens_computed` in get_stats, in process or through a server's
+/get_server_info) against the prompts' token count; from then on it counts documents, with docs/s and the ETA
+(tqdm's) and the output tokens so far and per second since the start (the engine's decode counter). Without engine counters (a backend that has none) it counts documents only.
 Its own thread reads the counters twice a second and redraws as often on a terminal, every 30 s into a log;
 the job's thread only calls `doc_done`."""
 from __future__ import annotations
@@ -53,8 +53,9 @@ class Progress:
         return (prefill, decode) if isinstance(prefill, int) and isinstance(decode, int) else None
 
     def _prompt_tokens(self):
-        """Yields the running total of prompt tokens to prefill, a chunk of documents at a time: the shared
-        prefix once plus, per document, its text and the template's tokens around it (measured on the first)."""
+        """Counts the prompt tokens to prefill, a chunk of documents per next(): yields None until the last chunk,
+        then the total: the shared prefix once plus, per document, its text and the template's tokens around it
+        (measured on the first document)."""
         from ..lang.tracer import TracingBackend, run_untimed
         from .job import extract_program
 
@@ -66,7 +67,7 @@ class Progress:
         total = prefix_tokens
         for i in range(0, len(self.docs), COUNT_CHUNK):
             total += sum(len(tokenize(d.text)) + per_doc for d in self.docs[i:i + COUNT_CHUNK])
-            yield total
+            yield total if i + COUNT_CHUNK >= len(self.docs) else None
 
     def _run(self) -> None:
         from tqdm import tqdm
@@ -79,7 +80,8 @@ class Progress:
         while True:
             stopping = self._stop.wait(TICK_S)
             now = self._counters() if start is not None else None
-            if now is not None and self.done == 0 and not stopping:   # prefilling: count tokens
+            prefilled = bar is not None and bar.total is not None and bar.n >= bar.total
+            if now is not None and self.done == 0 and not prefilled and not stopping:   # prefilling
                 if bar is None:
                     bar = tqdm(desc="prefill", unit="tok", unit_scale=True, **style)
                 try:
@@ -95,7 +97,8 @@ class Progress:
                     bar.close()
                 bar = tqdm(total=len(self.docs), initial=self.done, desc="extract", unit="doc", **style)
             if now is not None:
-                bar.set_postfix_str(f"{(now[1] - start[1]) / (time.perf_counter() - t0):.0f} out tok/s",
+                out_tokens = now[1] - start[1]
+                bar.set_postfix_str(f"{out_tokens} tokens out, {out_tokens / (time.perf_counter() - t0):.1f} tok/s",
                                     refresh=False)
             bar.update(self.done - bar.n)
             if stopping:

@@ -145,3 +145,60 @@ def test_resume_runs_only_missing_ids_and_drops_a_cut_off_line(tmp_path, capsys)
     calls = len(eng.gen_calls())
     assert main(args + ["--resume"], backend=sgl.Runtime(engine=eng)) == 1   # nothing left: no call, no line
     assert len(eng.gen_calls()) == calls and len(_lines(tmp_path)) == 3
+
+
+def test_readme_extract_files_match_the_example_program():
+    """README's `sglite extract` command uses these two files: the main-job example's schema and instructions."""
+    import importlib
+    from pathlib import Path
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    sys.path.insert(0, str(examples))
+    try:
+        ex = importlib.import_module("financial_report_extraction")
+    finally:
+        sys.path.remove(str(examples))
+    data = examples / "data"
+    assert json.loads((data / "financial_report.schema.json").read_text()) == ex.FinancialReport.model_json_schema()
+    assert (data / "financial_report.prompt.txt").read_text().strip() == ex.INSTRUCTIONS
+
+
+def test_progress_counts_prefill_tokens_then_documents(monkeypatch):
+    import io
+
+    from sglite.extract import progress
+    from sglite.extract.inputs import Document
+    from sglite.extract.job import JobSpec
+    from sglite.lang.chat_template import ChatTemplate
+
+    class Backend:   # the engine's counters, moved by the test
+        stats = {"prefill_tokens_computed": 100, "decode_tokens": 7}
+
+        def get_server_info(self):
+            return {"stats": dict(self.stats)}
+
+        def tokenize(self, text):
+            return text.split()
+
+        def chat_template(self):
+            return ChatTemplate.chatml()
+
+    def shown(out, text):   # wait until the bar's latest drawing holds `text`
+        deadline = time.monotonic() + 10
+        while text not in out.getvalue().replace("\r", "\n").rstrip().rsplit("\n", 1)[-1]:
+            assert time.monotonic() < deadline, out.getvalue()[-500:]
+            time.sleep(0.01)
+
+    monkeypatch.setattr(progress, "TICK_S", 0.02)
+    backend, out = Backend(), io.StringIO()
+    docs = [Document(i, "one two three", f"d:{i}") for i in range(4)]
+    p = progress.Progress(backend, JobSpec("Extract.", {}, "{}", 8, 0.0), docs, "", file=out, interval_s=0.01)
+    p.start()
+    shown(out, "0.00/28.0")   # the counters' starting values were read; the prompts hold 28 tokens
+    backend.stats["prefill_tokens_computed"] += 12
+    shown(out, "12.0/")                                    # prefill tokens since the start, of the prompts' total
+    p.doc_done()
+    backend.stats["decode_tokens"] += 30
+    shown(out, "1/4")
+    p.close()
+    assert "prefill" in out.getvalue() and "30 tokens out" in out.getvalue()

@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
 
 
 def _main(args: argparse.Namespace, backend: Any) -> int:
+    # cheap checks first; lowering the schema imports torch (through the grammar package), about 2 s of CPU
     try:
         spec, docs = _prepare(args)
         if args.url and backend is None:
@@ -77,6 +78,11 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
     except SetupError as e:
         return _fail(e)
     with log:
+        try:
+            check_enforceable(spec.schema_text, args.schema)
+            log.begin()
+        except SetupError as e:
+            return _fail(e)
         if log.dropped_tail:
             print(f"sglite extract: {args.output} ended in a cut-off line ({log.dropped_tail} bytes); removed it, "
                   "its document runs again", file=sys.stderr)
@@ -108,7 +114,7 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
 
 
 def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
-    """Everything that can be checked without a model: schema, prompt, documents, output path."""
+    """The job from the files: the schema (valid JSON Schema), the prompt, the documents."""
     schema = load_schema(args.schema)
     try:
         instructions = args.prompt.read_text(encoding="utf-8").strip()
@@ -124,7 +130,6 @@ def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
     # the same conversion as gen(json_schema=Model): a schema file written from Model.model_json_schema()
     # gives the same text, hence the same grammar
     schema_text = json_schema_text(schema if args.allow_extra_keys else closed_schema(schema))
-    check_enforceable(schema_text, args.schema)
     return JobSpec(instructions, schema, schema_text, args.max_tokens, args.temperature), docs
 
 

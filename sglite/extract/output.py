@@ -18,41 +18,52 @@ MODES = ("new", "resume", "overwrite")
 
 
 class ResultLog:
-    """Opened by `ResultLog.open`; `done` maps id_key(id) -> the lines already in the file (resume)."""
+    """`ResultLog.open` checks and reads the file, changing nothing; `begin()` opens it for appending.
+    `done` maps id_key(id) -> the lines already in the file (resume)."""
 
-    def __init__(self, path: Path, fd: int, done: dict[str, dict], dropped_tail: int):
+    def __init__(self, path: Path, mode: str, done: dict[str, dict], keep: int, size: int):
         self.path = path
-        self._fd = fd
+        self.mode = mode
         self.done = done
-        self.dropped_tail = dropped_tail   # bytes of a cut-off last line removed on resume (0: none)
+        self._keep = keep                  # bytes to keep: up to the last newline ("resume"), 0 ("overwrite")
+        self.dropped_tail = size - keep if mode == "resume" else 0   # a cut-off last line's bytes (0: none)
+        self._fd = -1
 
     @classmethod
     def open(cls, path: Path, mode: str = "new") -> "ResultLog":
-        """Open `path` for appending. mode "new": it must be absent or empty; "resume": read the lines it holds
-        (and cut off a partial last line); "overwrite": empty it. Raises SetupError for anything that would
-        otherwise fail only after the documents ran (missing directory, no permission, a directory)."""
+        """Check `path` for the job. mode "new": it must be absent or empty; "resume": read the lines it holds
+        (a partial last line is cut off in begin()); "overwrite": begin() empties it. Raises SetupError for what
+        would otherwise fail only after the documents ran (a missing directory, no permission, a directory)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if path.is_dir():
             raise SetupError(f"--output {path} is a directory; give a file name")
         if not path.parent.is_dir():
             raise SetupError(f"--output {path}: directory {path.parent} does not exist; create it first")
-        existing = path.read_bytes() if path.is_file() and mode != "overwrite" else b""
+        exists = path.exists()
+        if not os.access(path if exists else path.parent, os.W_OK):
+            raise SetupError(f"--output {path}: no permission to write {'it' if exists else path.parent}")
+        existing = path.read_bytes() if exists and mode != "overwrite" else b""
         if existing and mode == "new":
             raise SetupError(f"--output {path} already holds results; pass --resume to skip the documents it "
                              "holds, or --overwrite to replace it")
         done, keep = _parse(path, existing)
-        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | (os.O_TRUNC if mode == "overwrite" else 0)
+        return cls(path, mode, done, keep, len(existing))
+
+    def begin(self) -> None:
+        """Open the file for appending (creating it), once every check has passed and before the first append;
+        cuts off a partial last line ("resume") or everything ("overwrite")."""
         try:
-            fd = os.open(path, flags, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         except OSError as e:
-            raise SetupError(f"--output {path}: cannot write ({e.strerror or e})") from None
-        if keep < len(existing):
-            os.truncate(fd, keep)
-        return cls(path, fd, done, len(existing) - keep)
+            raise SetupError(f"--output {self.path}: cannot write ({e.strerror or e})") from None
+        if self.mode != "new":
+            os.truncate(self._fd, self._keep)
 
     def append(self, line: dict[str, Any]) -> None:
         """Write one result line (and nothing else) at the end of the file."""
+        if self._fd < 0:
+            raise RuntimeError("ResultLog.append before begin()")
         data = memoryview((json.dumps(line, ensure_ascii=False) + "\n").encode("utf-8"))
         while data:
             data = data[os.write(self._fd, data):]

@@ -132,6 +132,13 @@ def test_existing_output_needs_resume_or_overwrite(tmp_path, capsys):
     assert sorted(_by_id(_lines(tmp_path))) == ["a", "b", "c"]
 
 
+def test_overwrite_keeps_the_old_output_when_a_check_fails(tmp_path, capsys):
+    args = _files(tmp_path, schema={"type": "object", "if": {"required": ["x"]}})
+    (tmp_path / "o.jsonl").write_text('{"id": "z", "record": {}}\n')
+    assert "'if' at #" in _refused(args + ["--overwrite"] + NO_MODEL, capsys)
+    assert (tmp_path / "o.jsonl").read_text() == '{"id": "z", "record": {}}\n'
+
+
 def test_resume_runs_only_missing_ids_and_drops_a_cut_off_line(tmp_path, capsys):
     args = _files(tmp_path)
     (tmp_path / "o.jsonl").write_text('{"id": "b", "record": {"name": "Bo", "age": 7}}\n{"id": "a", "rec')

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from sglite.extract import main
 
 N_DOCS = 12
@@ -21,6 +23,8 @@ KILL_AFTER = 3   # lines in the output when the job is killed
 JOB = """
 import sys, threading, time
 import sglite as sgl
+import pytest
+
 from sglite.extract import main
 from sglite.runtime.testing import load_tiny_model
 
@@ -85,3 +89,17 @@ def test_sigkill_then_resume_gives_each_id_once(tmp_path, tiny_runtime):
     for x in lines:
         assert set(x) in ({"id", "record"}, {"id", "record", "error", "raw"})
         assert (x["record"] is None) == ("error" in x)
+
+
+def test_extract_through_a_server_with_url(tmp_path, tiny_runtime):
+    """--url: the same job against `sglite serve`'s API (here a server around the tiny model's engine)."""
+    pytest.importorskip("fastapi")
+    from sglite.server import ModelInfo, ServerThread, create_app
+
+    args = _job_files(tmp_path)
+    engine = tiny_runtime.engine
+    with ServerThread(create_app(engine, ModelInfo.from_engine(engine, name="tiny"))) as server:
+        assert main(args + ["--url", server.url]) == 0
+    lines = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert sorted(x["id"] for x in lines) == [f"d{i:02d}" for i in range(N_DOCS)]
+    assert all(set(x) == {"id", "record"} for x in lines)

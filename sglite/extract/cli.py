@@ -12,7 +12,7 @@ from typing import Any
 from ..protocol import closed_schema, json_schema_text
 from .errors import SetupError
 from .inputs import Document, id_key, load_documents
-from .job import JobSpec, run_documents, shared_prefix
+from .job import JobSpec, Unfinished, run_documents, shared_prefix
 from .output import ResultLog
 from .preflight import check_enforceable, check_server, load_schema
 from .progress import Progress
@@ -155,13 +155,16 @@ def _run(spec: JobSpec, todo: list[Document], backend: Any, log: ResultLog, summ
     t0 = time.perf_counter()
     prefix = shared_prefix(spec, todo, backend)
     progress = Progress(backend, spec, todo, prefix).start()
-    written = 0
+    written, unfinished = 0, []
     try:
         for line in run_documents(spec, todo, backend, prefix):
+            progress.doc_done()
+            if isinstance(line, Unfinished):
+                unfinished.append(line)
+                continue
             log.append(line)
             summary.add(line)
             written += 1
-            progress.doc_done()
     except KeyboardInterrupt:
         progress.close()
         print(f"\nsglite extract: interrupted; {written} of {len(todo)} documents finished and are in {output}: "
@@ -171,11 +174,14 @@ def _run(spec: JobSpec, todo: list[Document], backend: Any, log: ResultLog, summ
         progress.close()
     usage = {k: v - usage0[k] for k, v in backend.usage.as_dict().items() if k != "cache_hit_rate"}
     _report(summary, output, written, time.perf_counter() - t0, usage)
-    return 0 if summary.failed == 0 else 1
+    if unfinished:
+        print(f"{len(unfinished)} documents did not run and are not in the output ({unfinished[0].why}); fix "
+              "that, then rerun with --resume", file=sys.stderr)
+    return 0 if summary.failed == 0 and not unfinished else 1
 
 
 def _report(summary: Summary, output: Path, ran: int, elapsed: float, usage: dict | None) -> None:
-    if ran:
+    if usage is not None:
         hit = usage["cached_tokens"] / usage["prompt_tokens"] if usage["prompt_tokens"] else 0.0
         print(f"{ran} documents in {elapsed:.1f} s ({ran / elapsed:.2f} docs/s, "
               f"{usage['completion_tokens'] / elapsed:.0f} output tokens/s); prefix cache hit rate {hit:.1%}")

@@ -1,14 +1,19 @@
 """The extraction itself: one program per document, run concurrently so the engine batches them, and each
-document's result line handed back as soon as that document finishes (completion order, not input order)."""
+document's result line handed back as soon as that document finishes (completion order, not input order).
+
+A document's own failure (its output cut at max_tokens, invalid, a request the engine refuses for it) is a
+result line. A failure of the service under it (the server unreachable, the engine shut down or failing a
+step) is not: the document is reported as `Unfinished`, nothing is written, and `--resume` runs it again."""
 from __future__ import annotations
 
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
 from .. import lang as sgl
+from ..protocol import ABORT_GRAMMAR, RequestError
 from .inputs import Document
 
 
@@ -20,6 +25,12 @@ def extract_program(s, document: str, instructions: str, schema: str, max_tokens
         s += sgl.system(instructions)
         s += sgl.user(document)
     s += sgl.assistant(sgl.gen("record", max_tokens=max_tokens, json_schema=schema))
+
+
+class Unfinished(NamedTuple):
+    """A document that did not run to an outcome of its own (see the module docstring)."""
+    id: Any
+    why: str
 
 
 @dataclass(frozen=True)
@@ -49,11 +60,11 @@ def shared_prefix(spec: JobSpec, docs: list[Document], backend: Any) -> str:
 
 
 def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str = "",
-                  num_workers: int | None = None) -> Iterator[dict[str, Any]]:
-    """Yields one result line per document as it finishes. `prefix` (see shared_prefix) is prefilled once
-    first, since otherwise every program would prefill it at the same time. Closing the generator (or an
-    exception in the consumer, e.g. Ctrl-C) cancels the documents not yet started; the caller shuts the backend
-    down to stop the running ones."""
+                  num_workers: int | None = None) -> Iterator[dict[str, Any] | Unfinished]:
+    """Yields one result line (or Unfinished) per document as it finishes. `prefix` (see shared_prefix) is
+    prefilled once first, since otherwise every program would prefill it at the same time. Closing the generator
+    (or an exception in the consumer, e.g. Ctrl-C) cancels the documents not yet started; the caller shuts the
+    backend down to stop the running ones."""
     from ..backend.base import Prompt
 
     if not docs:
@@ -67,7 +78,13 @@ def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str
         futures = {pool.submit(_run_one, spec, doc, backend): doc for doc in docs}
         for fut in as_completed(futures):
             raw, finish, error = fut.result()
-            yield result_line(futures[fut].id, raw, finish, error, validator, spec.max_tokens)
+            doc_id = futures[fut].id
+            if error is not None and not isinstance(error, RequestError):
+                yield Unfinished(doc_id, f"{type(error).__name__}: {error}")
+            elif finish.get("type") == "abort" and finish.get("code") != ABORT_GRAMMAR:
+                yield Unfinished(doc_id, f"aborted ({finish.get('code')}): {finish.get('message')}")
+            else:
+                yield result_line(doc_id, raw, finish, error, validator, spec.max_tokens)
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
@@ -76,7 +93,7 @@ def _run_one(spec: JobSpec, doc: Document, backend: Any) -> tuple[str | None, di
     """(generated text, finish reason, error) of one document's program."""
     try:
         state = extract_program.run(backend=backend, temperature=spec.temperature, **spec.call(doc))
-    except Exception as e:   # noqa: BLE001 - one document's failure is its own result line
+    except Exception as e:   # noqa: BLE001 - one document's failure is its own outcome
         return None, {}, e
     err = state.error()
     if err is not None:
@@ -95,10 +112,14 @@ def result_line(doc_id: Any, raw: str | None, finish: dict, error: BaseException
     def failed(why: str) -> dict[str, Any]:
         return {"id": doc_id, "record": None, "error": why, "raw": raw}
 
+    if isinstance(error, RequestError):
+        return failed(f"request refused ({error.code}, {error.param}): {error}")
     if error is not None:
         return failed(f"{type(error).__name__}: {error}")
     if finish.get("type") == "length":
         return failed(f"output cut at --max-tokens {max_tokens}; raise it")
+    if finish.get("type") == "abort":
+        return failed(f"aborted ({finish.get('code')}): {finish.get('message')}")
     try:
         record = json.loads(raw)
     except (TypeError, json.JSONDecodeError) as e:

@@ -3,9 +3,9 @@
 Until the prompts are prefilled (or a document finishes first) it counts prefill tokens, read from the
 engine's own counters (`prefill_tokens_computed` in get_stats, in process or through a server's
 /get_server_info) against the prompts' token count; from then on it counts documents, with docs/s and the ETA
-(tqdm's) and the output tokens so far and per second since the start (the engine's decode counter). Without engine counters (a backend that has none) it counts documents only.
-Its own thread reads the counters twice a second and redraws as often on a terminal, every 30 s into a log;
-the job's thread only calls `doc_done`."""
+(tqdm's) and the output tokens so far and per second since the start (the engine's decode counter). Without
+engine counters (a backend that has none) it counts documents only. Its own thread reads the counters twice a
+second and redraws as often on a terminal, every 30 s into a log; the job's thread only calls `doc_done`."""
 from __future__ import annotations
 
 import sys

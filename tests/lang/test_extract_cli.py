@@ -66,6 +66,25 @@ def test_a_property_named_id_stays_in_the_record(tmp_path):
     assert out["a"] == {"id": "a", "record": {"id": "EMP-9", "name": "Ann"}}
 
 
+def test_a_failing_backend_writes_no_line_so_resume_runs_the_document_again(tmp_path, capsys):
+    args = _files(tmp_path)
+    assert main(args, backend=sgl.Runtime(engine=FakeEngine(respond=_respond, fail_on="Bo is"))) == 1
+    assert sorted(_by_id(_lines(tmp_path))) == ["a", "c"]
+    assert "1 documents did not run and are not in the output (RuntimeError: scripted" in capsys.readouterr().err
+    assert main(args + ["--resume"], backend=sgl.Runtime(engine=FakeEngine(respond=_respond))) == 1   # c: invalid
+    assert sorted(x["id"] for x in _lines(tmp_path)) == ["a", "b", "c"]
+
+
+def test_a_request_refused_for_one_document_is_its_result_line(tmp_path):
+    def respond(prompt, sp):
+        if "Bo is" in prompt:
+            raise sgl.RequestError("prompt", "context_length_exceeded", "the prompt is too long")
+        return _respond(prompt, sp)
+    assert main(_files(tmp_path), backend=sgl.Runtime(engine=FakeEngine(respond=respond))) == 1
+    error = _by_id(_lines(tmp_path))["b"]["error"]
+    assert error == "request refused (context_length_exceeded, prompt): the prompt is too long"
+
+
 def test_summary_counts_null_empty_and_absent_fields(tmp_path, capsys):
     schema = {"type": "object", "properties": {"name": {"type": "string"}, "tags": {"type": "array"},
                                                "age": {"type": ["integer", "null"]}}, "required": ["name"]}

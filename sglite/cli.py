@@ -7,7 +7,7 @@ USAGE = """usage: sglite <command> [options]
 
 commands:
   serve     run the HTTP server (OpenAI-compatible API and native /generate)
-  extract   run a JSON-schema extraction over a JSONL file of documents
+  extract   run a JSON-schema extraction over documents (JSONL, CSV, text files), resumable
 run `sglite <command> --help` for the options of each."""
 
 

@@ -35,7 +35,10 @@ class ByteDFA:
         h.update(accepting.tobytes())
         h.update(np.int64(start).tobytes())
         self.key = h.hexdigest()              # structural identity: mask caches are shared between equal DFAs
-        self.table_list = table.tolist()      # python rows for the byte-at-a-time stepper
+        # python rows for the byte-at-a-time stepper; tuples of ints, which the garbage collector stops
+        # tracking once it has seen them (lists it would traverse in every full collection: ~100k rows in a
+        # server's cached grammars)
+        self.table_list = tuple(map(tuple, table.tolist()))
         self._char_dist = None
         # optional: states [0, alias.num_states) behave exactly like the same states of `alias`, and other
         # states differ from `alias_ref` only on the bytes where their rows differ (see TokenIndex.classify)
@@ -43,7 +46,7 @@ class ByteDFA:
         self.alias_ref = -1
         self.accepting_list = accepting.tolist()
         self.boundary_list = boundary.tolist()
-        self._live: dict[int, list[int]] = {}
+        self._live: dict[int, tuple[int, ...]] = {}
         self._edges: tuple[np.ndarray, np.ndarray] | None = None
         self._walk_flat: tuple[np.ndarray, np.ndarray] | None = None
 
@@ -70,11 +73,11 @@ class ByteDFA:
             self._edges = distinct_edges(self.table)
         return self._edges
 
-    def live_bytes(self, s: int) -> list[int]:
+    def live_bytes(self, s: int) -> tuple[int, ...]:
         """Bytes state s can read (cached; the cache only grows)."""
         hit = self._live.get(s)
         if hit is None:
-            hit = self._live[s] = [b for b, t in enumerate(self.table_list[s]) if t >= 0]
+            hit = self._live[s] = tuple(b for b, t in enumerate(self.table_list[s]) if t >= 0)
         return hit
 
     @property

@@ -31,7 +31,7 @@ class StackMasks:
         self.words = (index.vocab_size + 31) // 32
         self._masks: dict[Stack, np.ndarray] = {}
         self._far: dict[tuple, np.ndarray] = {}     # (stack below, lexeme node, DFA state) -> mask, see stack_mask
-        self._leaving: dict[tuple, list] = {}
+        self._leaving: dict[tuple, tuple] = {}
         self._need: dict[tuple, int] = {}
         self._lock = threading.Lock()
 
@@ -166,7 +166,7 @@ class StackMasks:
             for t, _ in self._leaving_ok(stack, 0, dfa, s, part.leaving):
                 mask[t] = True
 
-    def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> list[tuple[int, int]]:
+    def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> tuple[tuple[int, int], ...]:
         """(token, characters before the end) for tokens that end the top lexeme part-way and whose rest the
         stack below accepts. Cached per (dfa, state, node, stack below the lexeme)."""
         key = (dfa.key, s, node, stack[:-1])     # below a Key frame: its Obj, with the names seen
@@ -184,8 +184,8 @@ class StackMasks:
         with self._lock:
             if len(self._leaving) > _CACHE_LIMIT:
                 self._leaving.clear()
-            self._leaving[key] = out
-        return out
+            hit = self._leaving[key] = tuple(out)
+        return hit
 
     def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,

@@ -8,7 +8,12 @@ from .trie_frontier import TrieFrontier
 
 
 class VocabTrie:
-    """`children[n]`: byte -> child node; `ends[n]`: tokens whose bytes end at node n (root: 0). Immutable."""
+    """`children[n]`: byte -> child node; `ends[n]`: tokens whose bytes end at node n (root: 0). Immutable.
+
+    The trie is ~100k nodes for a 49k vocabulary, kept as Python containers for the byte-by-byte walks. Only
+    containers the garbage collector tracks cost it anything: dicts of ints are untracked, and so are tuples of
+    ints once a collection has seen them, so `ends` is tuples (as lists: 100k tracked objects, which every full
+    collection traverses)."""
 
     def __init__(self, tokenizer):
         self.vocab_size = tokenizer.vocab_size
@@ -42,11 +47,11 @@ class VocabTrie:
             ends[n].append(i)
             node_of[i] = n
         self.children = children
-        self.ends = ends
+        self.ends: list[tuple[int, ...]] = [tuple(e) if e else () for e in ends]
         self.depth = depth
         self.num_nodes = len(children)
         self._build_ranges(node_of)
-        self.frontier = TrieFrontier(children, ends, self.by_pre, self.tok_lo, self.tok_hi, self.subtree_size)
+        self.frontier = TrieFrontier(children, self.ends, self.by_pre, self.tok_lo, self.tok_hi, self.subtree_size)
         self._build_levels(np.array(depth), np.array(parent), np.array(byte), node_of)
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)

@@ -1,4 +1,5 @@
-"""Fixtures for constrained-decoding tests: one GrammarCompiler over the real SmolLM2 tokenizer (no model)."""
+"""Fixtures for constrained-decoding tests: one GrammarCompiler over the real SmolLM2 tokenizer (no model), and
+one over a toy vocabulary of a few dozen tokens (toy_vocab.py)."""
 from __future__ import annotations
 
 import json
@@ -10,6 +11,18 @@ import pytest
 def compiler(tokenizer):
     from sglite.runtime.constrained import GrammarCompiler
     return GrammarCompiler(tokenizer)
+
+
+@pytest.fixture(scope="session")
+def toy():
+    from .toy_vocab import ToyTokenizer
+    return ToyTokenizer()
+
+
+@pytest.fixture(scope="session")
+def toy_compiler(toy):
+    from sglite.runtime.constrained import GrammarCompiler
+    return GrammarCompiler(toy)
 
 
 def feed(tokenizer, grammar, text: str) -> bool:

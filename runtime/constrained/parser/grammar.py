@@ -1,9 +1,9 @@
 """A compiled grammar: a grammar IR (ir/) made runnable for one vocabulary.
 
-The parts, each in its own file: `Parser` (parser.py: frames and byte steps), `ObjectKeys` (object_keys.py:
-property names), `StackMasks` (stack_masks.py: token masks per parse stack, cached). A `Grammar` is immutable
-and shared between requests; its caches only grow. `matcher()` gives the per-request state; `str()` prints the
-IR's rules."""
+The parts, each in its own file: `Parser` (parser.py: byte steps over the frames of frames.py), `ObjectKeys`
+(object_keys.py: property names), `StackMasks` (stack_masks.py: token masks per parse stack, cached). A
+`Grammar` is immutable and shared between requests; its caches only grow. `matcher()` gives the per-request
+state; `str()` prints the IR's rules."""
 from __future__ import annotations
 
 from ..errors import GrammarError

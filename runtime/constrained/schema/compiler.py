@@ -1,12 +1,12 @@
-"""JSON Schema -> grammar nodes. Each sub-schema becomes a small node (lexeme DFA, object, array, union);
+"""JSON Schema -> grammar IR nodes. Each sub-schema becomes a small node (lexeme DFA, object, array, union);
 `$ref` targets are compiled once and referenced by index, so recursive and large schemas stay bounded.
 
 Exactness rules: a keyword is either enforced exactly or raises UnsupportedSchemaError with its JSON pointer.
 Type-specific keywords constrain only values of their type (as the spec says). `allOf` is merged keyword by
-keyword (schema_merge.py); `anyOf`/`oneOf` siblings are distributed into the alternatives; `oneOf` is accepted
-only when its alternatives are provably disjoint (schema_disjoint.py); `not` is rewritten into positive
-keywords (schema_not.py). What remains is lowered per type: schema_literals.py (null, boolean, enum/const),
-schema_numbers.py, schema_strings.py, schema_containers.py."""
+keyword (merge.py); `anyOf`/`oneOf` siblings are distributed into the alternatives; `oneOf` is accepted
+only when its alternatives are provably disjoint (disjoint.py); `not` is rewritten into positive keywords
+(negation.py). What remains is lowered per type: literals.py (null, boolean, enum/const), numbers.py,
+strings.py, containers.py."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 import uuid
 from dataclasses import dataclass, field, fields
 from enum import Enum
@@ -70,6 +72,7 @@ class SamplingParams:
     repetition_penalty: float = 1.0   # > 0, on prompt and output tokens (1 = off)
     stop: tuple[str, ...] = ()        # stop strings, trimmed from the text unless no_stop_trim
     stop_token_ids: tuple[int, ...] = ()
+    stop_regex: tuple[str, ...] = ()  # Python regexes: generation stops once re.search finds one in the output
     ignore_eos: bool = False
     skip_special_tokens: bool = True
     no_stop_trim: bool = False
@@ -78,6 +81,7 @@ class SamplingParams:
     regex: str | None = None          # checked by the grammar compiler (its dialect), not by Python's re
     json_schema: str | None = None    # a JSON string; dicts and pydantic models go through json_schema_text
     ebnf: str | None = None
+    logit_bias: tuple[tuple[int, float], ...] | None = None   # (token id, added to its logit), ids ascending
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str, code: str = "invalid_value") -> RequestError:
@@ -115,6 +119,19 @@ class SamplingParams:
             raise bad("stop", "must be a non-empty string or a list of non-empty strings")
         if not isinstance(self.stop_token_ids, tuple) or not all(_is_int(t) and t >= 0 for t in self.stop_token_ids):
             raise bad("stop_token_ids", "must be a list of non-negative token ids")
+        if not isinstance(self.stop_regex, tuple) or not all(isinstance(r, str) and r for r in self.stop_regex):
+            raise bad("stop_regex", "must be a non-empty string or a list of non-empty strings")
+        for pattern in self.stop_regex:   # matched with Python's re on the output text (not a grammar)
+            try:
+                re.compile(pattern)
+            except (re.error, RecursionError) as e:
+                raise RequestError("stop_regex", "invalid_value",
+                                   f"sampling_params['stop_regex'] {pattern!r} does not compile: {e}") from None
+        if self.logit_bias is not None and not (
+                isinstance(self.logit_bias, tuple) and all(
+                    isinstance(p, tuple) and len(p) == 2 and _is_int(p[0]) and p[0] >= 0 and _is_num(p[1])
+                    and math.isfinite(p[1]) for p in self.logit_bias)):
+            raise bad("logit_bias", "must map token ids (ints >= 0) to finite numbers")
         if self.n < 1:
             raise bad("n", "must be >= 1")
         if self.seed is not None and not _is_int(self.seed):
@@ -186,19 +203,45 @@ def normalize_fields(d: dict[str, Any]) -> dict[str, Any]:
             raise RequestError(str(key), "unknown_param", f"unknown sampling_params key {key!r}{hint}")
         if value is not None:
             out[name] = value
-    if isinstance(out.get("stop"), str):
-        out["stop"] = (out["stop"],)
-    for key in ("stop", "stop_token_ids"):
+    for key in ("stop", "stop_regex"):
+        if isinstance(out.get(key), str):
+            out[key] = (out[key],)
+    for key in ("stop", "stop_token_ids", "stop_regex"):
         if key in out:
             if not isinstance(out[key], (list, tuple)):
                 raise RequestError(key, "invalid_type", f"sampling_params[{key!r}] must be a list, got {out[key]!r}")
             out[key] = tuple(out[key])
     if "json_schema" in out:
         out["json_schema"] = json_schema_text(out["json_schema"])
+    if "logit_bias" in out:
+        out["logit_bias"] = _logit_bias_pairs(out["logit_bias"])
     for key in _NUM_FIELDS:
         if _is_int(out.get(key)):
             out[key] = float(out[key])
     return out
+
+
+def _logit_bias_pairs(value: Any) -> tuple[tuple[int, float], ...] | None:
+    """{token id (int or its decimal string): bias} or [[id, bias], ...] -> ((id, float bias), ...) by id; None
+    when empty. Ids and values are checked by SamplingParams (the vocabulary size by the engine or server)."""
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)) and all(isinstance(p, (list, tuple)) and len(p) == 2 for p in value):
+        items = [tuple(p) for p in value]
+    else:
+        raise RequestError("logit_bias", "invalid_type",
+                           f"sampling_params['logit_bias'] must be a dict {{token_id: bias}}, got {value!r}")
+    pairs = {}
+    for key, bias in items:
+        try:
+            tid = int(key) if not isinstance(key, (bool, float)) else None
+        except (TypeError, ValueError):
+            tid = None
+        if tid is None:
+            raise RequestError("logit_bias", "invalid_value",
+                               f"sampling_params['logit_bias'] keys must be token ids, got {key!r}")
+        pairs[tid] = float(bias) if _is_num(bias) else bias
+    return tuple(sorted(pairs.items())) or None
 
 
 # --- JSON Schema -----------------------------------------------------------------------------------------------

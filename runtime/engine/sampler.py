@@ -1,9 +1,10 @@
 """Sampler: next tokens for a batch of logits rows, one request per row.
 
-Order per step: log-probabilities of the raw logits (reported), penalties, min_new_tokens / grammar masks, then
-greedy argmax or temperature -> top-k -> top-p -> min-p -> a draw from the request's own torch.Generator (so a
-seeded request samples the same token whatever else is in the batch). Everything stays on the logits' device;
-the chosen ids cross to the host once per step. Python loops run over the batch, never over the vocabulary.
+Order per step: log-probabilities of the raw logits (reported), penalties, logit_bias, min_new_tokens / grammar
+masks, then greedy argmax or temperature -> top-k -> top-p -> min-p -> a draw from the request's own
+torch.Generator (so a seeded request samples the same token whatever else is in the batch). Everything stays on
+the logits' device; the chosen ids cross to the host once per step. Python loops run over the batch, never over
+the vocabulary.
 """
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ class Sampler:
         raw_lp = torch.log_softmax(logits[want_lp], dim=-1) if want_lp else None
 
         self._apply_penalties(logits, reqs)
+        self._apply_logit_bias(logits, reqs)
         self._apply_masks(logits, reqs, masks)
 
         greedy = [i for i, r in enumerate(reqs) if r.params.is_greedy]
@@ -89,6 +91,15 @@ class Sampler:
         penalised = torch.where(sub > 0, sub / rep, sub * rep)
         sub = torch.where(seen & (rep != 1.0), penalised, sub)
         logits[rows] = sub
+
+    @staticmethod
+    def _apply_logit_bias(logits: torch.Tensor, reqs: Sequence[Req]) -> None:
+        """Adds each request's logit_bias to its row. Precondition: every biased id < vocab_size (checked before
+        the request is queued)."""
+        for i, r in enumerate(reqs):
+            if r.params.logit_bias:
+                ids, bias = zip(*r.params.logit_bias)
+                logits[i, list(ids)] += torch.tensor(bias, dtype=logits.dtype, device=logits.device)
 
     def _counts(self, req: Req) -> torch.Tensor:
         if req.token_counts is None:

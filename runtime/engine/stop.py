@@ -1,6 +1,8 @@
-"""StopChecker: a request's output text, grown token by token, with stop strings found across token boundaries."""
+"""StopChecker: a request's output text, grown token by token, with stop strings found across token boundaries
+and stop regexes searched in it."""
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 from ..tokenizer import IncrementalDetokenizer
@@ -11,9 +13,13 @@ class StopChecker:
     have been handed out by `stream_delta`, never a prefix of a stop string that might still complete."""
 
     def __init__(self, tokenizer, stop: Sequence[str] = (), skip_special_tokens: bool = True,
-                 no_stop_trim: bool = False):
+                 no_stop_trim: bool = False, stop_regex: Sequence[str] = ()):
         self.detok = IncrementalDetokenizer(tokenizer, skip_special_tokens=skip_special_tokens)
         self.stop = tuple(stop)
+        # a stop regex ends generation at the token that completes a match; the text keeps that token whole
+        # (SGLang's behaviour: no trim), and `matched` is the pattern
+        self.stop_regex = tuple(stop_regex)
+        self._regexes = [re.compile(p) for p in self.stop_regex]
         self.no_stop_trim = no_stop_trim
         self.max_stop_len = max((len(s) for s in self.stop), default=0)
         self.text = ""
@@ -26,7 +32,7 @@ class StopChecker:
             return None
         old = len(self.text)
         self.text += self.detok.push(token_ids)
-        return self._find_stop(old)
+        return self._find_stop(old) or self._find_stop_regex(old)
 
     def flush(self) -> None:
         """At the end of generation: the text of a dangling partial character, if any."""
@@ -46,6 +52,17 @@ class StopChecker:
             self.text = self.text[:best_at + (len(best) if self.no_stop_trim else 0)]
             self.stopped = True
         return best
+
+    def _find_stop_regex(self, old_len: int) -> str | None:
+        """The first stop regex found in the text, searched whole each time it grows (a match may start anywhere,
+        and a lookahead may complete an earlier one)."""
+        if not self._regexes or len(self.text) == old_len:
+            return None
+        for pattern, rx in zip(self.stop_regex, self._regexes):
+            if rx.search(self.text):
+                self.stopped = True
+                return pattern
+        return None
 
     def stream_delta(self, final: bool) -> str:
         """New text safe to show: holds back a tail that could still become a stop string (unless final)."""

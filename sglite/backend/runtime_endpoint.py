@@ -62,6 +62,17 @@ class RuntimeEndpoint(EngineBackend):
         return r.json()
 
     def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """The server's events (SGLang's format: each holds the result so far) as increments of `text` and
+        `output_ids`; `meta_info` stays the latest."""
+        seen: dict[int, tuple[int, int]] = {}   # batch index -> (characters, ids) already yielded
+        for chunk in self._generate_events(body):
+            i = chunk.get("index", 0)
+            text, ids = chunk.get("text") or "", chunk.get("output_ids") or []
+            chars, n = seen.get(i, (0, 0))
+            seen[i] = (len(text), len(ids))
+            yield {**chunk, "text": text[chars:], "output_ids": ids[n:]}
+
+    def _generate_events(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
         with self.client.stream("POST", "/generate", json={**self._body(body), "stream": True}) as r:
             if r.status_code >= 400:
                 r.read()

@@ -13,12 +13,16 @@ engine refuses keeps its `RequestError`'s code and param, the latter as the clie
                                 min_tokens, ignore_eos, stop_token_ids, skip_special_tokens, no_stop_trim
     POST /v1/completions        prompt (str | [str] | [int] | [[int]]), echo, logprobs (0-5), same extras
     GET  /v1/models
-    POST /generate              Engine.generate's arguments (see native_api.py for the stream format)
-    GET  /health, GET /get_model_info, GET /get_server_info, POST /flush_cache, GET /metrics (Prometheus)
+    POST /generate              SGLang's request body, every field of it carried out or refused by name
+                                (sglang_compat.py); SGLang's stream format (native_api.py), so SGLang's own
+                                frontend (`sgl.RuntimeEndpoint(url)`) runs against this server unchanged
+    POST /abort_request         {"rid"}: ends a /generate request given that rid
+    GET  /health, GET /get_model_info (/model_info), GET /get_server_info (/server_info), POST /flush_cache,
+    GET  /metrics (Prometheus)
 
 Files: app.py (routes, error rendering), bodies.py (request bodies), openai_api.py + openai_format.py,
-native_api.py, engine_client.py (the only code that talks to the engine), sse.py, middleware.py (API key,
-body limit, status counts), metrics.py, launch.py (`sglite serve`, ServerThread).
+native_api.py + sglang_compat.py, engine_client.py (the only code that talks to the engine), sse.py,
+middleware.py (API key, body limit, status counts), metrics.py, launch.py (`sglite serve`, ServerThread).
 """
 from __future__ import annotations
 

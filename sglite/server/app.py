@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from .bodies import ChatCompletionRequest, CompletionRequest, GenerateBody
+from .bodies import AbortBody, ChatCompletionRequest, CompletionRequest, GenerateBody
 from .engine_client import EngineClient
 from .errors import APIError
 from .metrics import ServerMetrics
@@ -76,13 +76,24 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
         return PlainTextResponse("ok")
 
     @app.get("/get_model_info")
+    @app.get("/model_info")
     async def get_model_info() -> dict:
         return native.model_info()
 
     @app.get("/get_server_info")
+    @app.get("/server_info")
     async def get_server_info() -> dict:
         stats = await asyncio.to_thread(get_stats) if get_stats else {}
         return {**native.model_info(), "stats": stats}
+
+    @app.post("/abort_request")
+    async def abort_request(request: Request) -> Response:
+        body = await parse_body(request, AbortBody)
+        if body.abort_all:
+            raise APIError(400, "abort_all is not supported: abort requests by rid", param="abort_all",
+                           code="unsupported")
+        native.abort(body.rid)
+        return Response(status_code=200)
 
     @app.api_route("/flush_cache", methods=["POST", "GET"])
     async def flush_cache() -> Response:

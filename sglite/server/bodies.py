@@ -95,14 +95,25 @@ class CompletionRequest(_OpenAICommon):
     response_format: Optional[ResponseFormat] = None
 
 
-class GenerateBody(_Body):
-    """Native `/generate`: the same fields as `Engine.generate`'s arguments (single request or a batch)."""
+class GenerateBody(BaseModel):
+    """Native `/generate`: SGLang's GenerateReqInput (single request or a batch). The fields below are carried
+    out; the others SGLang defines land in `model_extra` and are judged by sglang_compat.check_request_fields."""
 
+    model_config = ConfigDict(extra="allow")
     text: Optional[Union[str, list[str]]] = None
     input_ids: Optional[Union[list[int], list[list[int]]]] = None
     sampling_params: Optional[Union[dict[str, Any], list[dict[str, Any]]]] = None
-    return_logprob: Union[bool, list[bool]] = False
+    return_logprob: Optional[Union[bool, list[bool]]] = False
     logprob_start_len: Optional[Union[int, list[int]]] = None
-    top_logprobs_num: Union[int, list[int]] = 0
-    stream: bool = False
-    rid: Optional[Union[str, list[str]]] = None  # accepted for SGLang compatibility; the engine assigns ids
+    top_logprobs_num: Optional[Union[int, list[int]]] = 0
+    return_text_in_logprobs: bool = False
+    return_prompt_token_ids: bool = False
+    stream: Optional[bool] = False
+    rid: Optional[Union[str, list[str]]] = None
+
+
+class AbortBody(_Body):
+    """SGLang's `/abort_request`: the rid a `/generate` request was given."""
+
+    rid: str
+    abort_all: bool = False

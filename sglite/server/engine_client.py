@@ -13,7 +13,8 @@ from typing import Any, AsyncIterator
 
 from starlette.requests import Request
 
-from sglite.protocol import ABORT_SHUTDOWN, FinishKind, GenerateOutput, GenerateRequest, RequestError, StreamChunk
+from sglite.protocol import (ABORT_BY_CLIENT, ABORT_SHUTDOWN, FinishKind, GenerateOutput, GenerateRequest, RequestError,
+                             StreamChunk)
 
 from .errors import APIError
 from .metrics import RequestClock, ServerMetrics
@@ -47,7 +48,9 @@ class RequestStream:
                 raise item
             yield item
         reason = self.last.finish_reason
-        if reason.kind is FinishKind.ABORT and not self.aborted:   # partial output is no response
+        # partial output is no response, unless a client asked for the abort (POST /abort_request): then the
+        # result says so, as SGLang's does
+        if reason.kind is FinishKind.ABORT and not self.aborted and reason.code != ABORT_BY_CLIENT:
             if reason.code == ABORT_SHUTDOWN:
                 raise APIError(503, f"server is shutting down: {reason.message}", code="shutting_down")
             raise APIError(500, f"generation failed: {reason.message}", code=reason.code or "internal_error")

@@ -40,19 +40,18 @@ def test_generate_batch_and_logprobs(http):
 
 
 def test_generate_stream(http):
+    """SGLang's stream format: each event holds the result so far; the last one is the non-streamed result."""
     body = {"text": "Hello", "sampling_params": {"max_new_tokens": 6, "temperature": 0}}
     full = http.post("/generate", json=body).json()
-    text, ids, last = "", [], None
     with http.stream("POST", "/generate", json={**body, "stream": True}) as r:
         assert r.headers["content-type"].startswith("text/event-stream")
         lines = [ln[len("data: "):] for ln in r.iter_lines() if ln.startswith("data: ")]
     assert lines[-1] == "[DONE]"
-    for ln in lines[:-1]:
-        chunk = json.loads(ln)
-        text += chunk["text"]
-        ids += chunk["output_ids"]
-        last = chunk
-    assert text == full["text"] and ids == full["output_ids"]
+    events = [json.loads(ln) for ln in lines[:-1]]
+    for a, b in zip(events, events[1:]):
+        assert b["text"].startswith(a["text"]) and b["output_ids"][:len(a["output_ids"])] == a["output_ids"]
+    last = events[-1]
+    assert last["text"] == full["text"] and last["output_ids"] == full["output_ids"]
     assert last["meta_info"]["finish_reason"] == full["meta_info"]["finish_reason"]
 
 

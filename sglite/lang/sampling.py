@@ -14,16 +14,36 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from .ir import REGEX_BOOL
 from ..protocol import ALIASES, CONSTRAINT_KINDS, FIELD_NAMES, RequestError, SamplingParams, json_schema_text
 
-# dtype= shorthand of sgl.gen -> the regex that constrains it
-DTYPE_REGEX: dict[Any, str] = {
-    int: r"[-+]?[0-9]+",
-    float: r"[-+]?[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?",
-    bool: r"(True|False)",
-    str: r"\"[^\"\\\n]*\"",
+@dataclass(frozen=True)
+class DtypeRule:
+    """What `gen(dtype=...)` asks: a regex for the output, and stop strings added to the gen's own."""
+    regex: str
+    stop: tuple[str, ...] = ()
+
+
+# A number ends at the first space or newline, as SGLang's gen_int/gen_float do (its REGEX_INT/REGEX_FLOAT plus
+# the stop strings " " and "\n"). Here the regex also admits anything after that space or newline: the stop
+# string ends the gen in the same token and cuts what follows, so a token such as " hours" can end "24". With
+# SGLang's regex only a bare whitespace token can end the number, and a model that would write "24 hours" is
+# held to writing more digits ("24000000...") until max_tokens.
+_NUMBER_END = r"(?:[ \n][\s\S]*)?"
+_NUMBER_STOPS = (" ", "\n")
+
+# A JSON string: any character but a quote, a backslash or a control character. SGLang's REGEX_STR (letters,
+# digits and whitespace) also admits raw tabs and newlines, which JSON forbids, and refuses punctuation.
+REGEX_JSON_STR = r'"[^"\\\x00-\x1f]*"'
+
+DTYPES: dict[Any, DtypeRule] = {
+    int: DtypeRule(r"[-+]?[0-9]+" + _NUMBER_END, _NUMBER_STOPS),
+    float: DtypeRule(r"[-+]?[0-9]*\.?[0-9]+" + _NUMBER_END, _NUMBER_STOPS),
+    bool: DtypeRule(REGEX_BOOL),
+    str: DtypeRule(REGEX_JSON_STR),
 }
-DTYPE_REGEX.update({k.__name__: v for k, v in list(DTYPE_REGEX.items())})
+DTYPES.update({k.__name__: v for k, v in list(DTYPES.items())})
+DTYPES["string"] = DTYPES[str]
 
 # request-level options a gen or run() may set beside the sampling params
 REQUEST_OPTIONS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
@@ -61,6 +81,7 @@ class GenOptions:
 
     sampling: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
     logprobs: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    dtype_stop: tuple[str, ...] = ()   # stop strings a dtype adds to the merged ones
 
     @classmethod
     def from_kwargs(cls, dtype: Any = None, **kwargs: Any) -> "GenOptions":
@@ -82,22 +103,28 @@ class GenOptions:
         if sampling.get("n", 1) != 1:
             raise RequestError("n", "invalid_value",
                                "gen(n=...) > 1 is not supported; use s.fork(n) to sample n continuations")
+        dtype_stop: tuple[str, ...] = ()
         if dtype is not None:
-            if dtype not in DTYPE_REGEX:
+            rule = DTYPES.get(dtype) if isinstance(dtype, (type, str)) else None
+            if rule is None:
                 raise RequestError("dtype", "invalid_value",
                                    f"dtype must be one of int, float, bool, str, got {dtype!r}")
             if any(kind in sampling for kind in CONSTRAINT_KINDS):
                 raise RequestError("dtype", "invalid_value",
                                    "give either dtype= or one of regex=/json_schema=/ebnf=, not both")
-            sampling["regex"] = DTYPE_REGEX[dtype]
+            sampling["regex"], dtype_stop = rule.regex, rule.stop
         if "json_schema" in sampling:   # a pydantic model converted once, not on every call
             sampling["json_schema"] = json_schema_text(sampling["json_schema"])
-        return cls(MappingProxyType(sampling), MappingProxyType(logprobs))
+        return cls(MappingProxyType(sampling), MappingProxyType(logprobs), dtype_stop)
 
     def over(self, base: GenParams) -> GenParams:
         """These options over `base` (a run's values). Raises RequestError (a ValueError) naming the field when
-        the merged params are invalid."""
-        return dataclasses.replace(base, sampling=base.sampling.replace(**self.sampling), **self.logprobs)
+        the merged params are invalid. A dtype's stop strings are added to the merged ones."""
+        sampling = base.sampling.replace(**self.sampling)
+        extra = tuple(s for s in self.dtype_stop if s not in sampling.stop)
+        if extra:
+            sampling = sampling.replace(stop=sampling.stop + extra)
+        return dataclasses.replace(base, sampling=sampling, **self.logprobs)
 
     def describe(self) -> str:
         parts = []
@@ -105,6 +132,8 @@ class GenOptions:
             if k == "json_schema" and len(v) >= 40:
                 v = v[:37] + "..."
             parts.append(f"{k}={v!r}")
+        if self.dtype_stop:
+            parts.append(f"dtype_stop={list(self.dtype_stop)!r}")
         return ", ".join(parts)
 
     def __repr__(self) -> str:

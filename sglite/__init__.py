@@ -20,7 +20,7 @@ _LAZY = {
     **{name: "sglite.lang" for name in (
         "function", "gen", "gen_int", "gen_string", "select", "system", "user", "assistant", "system_begin",
         "system_end", "user_begin", "user_end", "assistant_begin", "assistant_end", "image", "video",
-        "set_default_backend", "get_default_backend", "flush_cache", "get_server_info",
+        "set_default_backend", "get_default_backend", "global_config", "flush_cache", "get_server_info",
         "token_length_normalized", "greedy_token_selection", "unconditional_likelihood_normalized",
         "SglFunction", "ProgramState", "ProgramStateGroup", "ProgramError", "SamplingParams", "RequestError")},
     # backends

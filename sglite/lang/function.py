@@ -9,7 +9,9 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from ..protocol import SamplingParams
 from .executor import StreamExecutor
+from .global_config import global_config
 from .sampling import OPTION_NAMES, GenOptions, GenParams
 from .state import ProgramState
 
@@ -23,8 +25,8 @@ _default_lock = threading.Lock()
 _default_backend: "Backend | None" = None
 
 
-def set_default_backend(backend: "Backend") -> None:
-    """The backend programs use when run() gets no backend=. Its owner shuts it down."""
+def set_default_backend(backend: "Backend | None") -> None:
+    """The backend programs use when run() gets no backend= (None: none set). Its owner shuts it down."""
     global _default_backend
     _default_backend = backend
 
@@ -43,6 +45,12 @@ def get_default_backend(create: bool = True) -> "Backend | None":
             atexit.register(runtime.shutdown)
             _default_backend = runtime
         return _default_backend
+
+
+def _run_defaults(options: dict[str, Any]) -> GenParams:
+    """A run's generation defaults: its keyword options over SGLang's global output setting."""
+    base = GenParams(SamplingParams(skip_special_tokens=global_config.skip_special_tokens_in_output))
+    return GenOptions.from_kwargs(**options).over(base)
 
 
 class SglFunction:
@@ -86,7 +94,7 @@ class SglFunction:
         program, options = {}, {}
         for k, v in kwargs.items():
             (options if k in OPTION_NAMES and k not in self.arg_names else program)[k] = v
-        return {**self.bind_arguments, **program}, GenOptions.from_kwargs(**options).over(GenParams())
+        return {**self.bind_arguments, **program}, _run_defaults(options)
 
     def run(self, *args: Any, stream: bool = False, backend: "Backend | None" = None, use_thread: bool = True,
             **kwargs: Any) -> ProgramState:
@@ -112,6 +120,8 @@ class SglFunction:
             ex.fail(e)
         ex.end()
         ex.sync()
+        if global_config.verbosity >= 2:
+            print(state.text())
 
     def run_batch(self, batch_kwargs: list[dict[str, Any]], *, backend: "Backend | None" = None,
                   num_threads: int | str = "auto", progress_bar: bool = False, generator_style: bool = False,
@@ -128,10 +138,10 @@ class SglFunction:
             raise TypeError("run_batch takes a list of dicts of program arguments")
         if not batch_kwargs:
             return []
-        defaults = GenOptions.from_kwargs(**sampling).over(GenParams())   # an unknown keyword: TypeError
+        defaults = _run_defaults(sampling)   # an unknown keyword: TypeError
         backend = backend or get_default_backend()
         calls = [{**self.bind_arguments, **kw} for kw in batch_kwargs]
-        if len(calls) > 1:
+        if len(calls) > 1 and global_config.enable_precache_with_tracing:
             prefix = constant_prefix(self.func, calls, backend.chat_template(), defaults=defaults)
             if prefix:
                 from ..backend.base import Prompt

@@ -12,6 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Iterator
 
 from .ir import Expr, Gen, RoleBegin, RoleEnd, Select, Text, VarScopeBegin, VarScopeEnd
+from .meta_info import count_logprobs, merge_meta
 from .sampling import GenParams
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class StreamExecutor:
         self._worker_running = False
         self._ended = False
         self._cond = threading.Condition()   # guards _chunks/_done for streaming readers
-        self._chunks: list[tuple[str | None, str]] = []   # (variable or None, text) in append order
+        self._chunks: list[tuple[str | None, str, dict | None]] = []   # (variable or None, text, meta_info)
         self._done = False
 
     # --- program thread side ------------------------------------------------------------------------------
@@ -135,8 +136,10 @@ class StreamExecutor:
         return child
 
     # --- streaming readers --------------------------------------------------------------------------------
-    def iter_chunks(self, var_name: str | None = None) -> Iterator[str]:
-        """Text as it is appended (all of it, or only `var_name`'s), until the program or the variable ends."""
+    def iter_chunks(self, var_name: str | None = None) -> Iterator[tuple[str, dict | None]]:
+        """(text, meta_info) as text is appended (all of it, or only `var_name`'s), until the program or the
+        variable ends. A generated chunk's meta_info is the backend's for that chunk (totals so far, logprob
+        lists as increments); other text has None."""
         seen = 0
         while True:
             with self._cond:
@@ -144,9 +147,9 @@ class StreamExecutor:
                     self._cond.wait()
                 new, seen = self._chunks[seen:], len(self._chunks)
                 last = self._done or self._var_finished(var_name)
-            for var, piece in new:
+            for var, piece, meta in new:
                 if var_name is None or var == var_name:
-                    yield piece
+                    yield piece, meta
             if last:
                 return
 
@@ -206,10 +209,10 @@ class StreamExecutor:
             msgs.append({"role": self._role, "content": self.text[self._role_start:]})
         return Prompt(self.text, tuple(msgs))
 
-    def _append(self, text: str, var: str | None = None) -> None:
+    def _append(self, text: str, var: str | None = None, meta: dict | None = None) -> None:
         self.text += text
         with self._cond:
-            self._chunks.append((var, text))
+            self._chunks.append((var, text, meta))
             self._cond.notify_all()
 
     def _produce(self, name: str | None, value: Any, meta: Any) -> None:
@@ -224,22 +227,32 @@ class StreamExecutor:
         if event is not None:
             event.set()
 
+    def _call(self, params: GenParams) -> tuple[str, dict]:
+        result = self.backend.generate(self.prompt(), params)
+        return result.text, dict(result.meta_info or {})
+
     def _exec_text(self, node: Text) -> None:
         self._append(node.value)
 
     def _exec_gen(self, node: Gen, params: GenParams) -> None:
         if self.stream:
-            parts, meta = [], {}
-            for piece in self.backend.generate_stream(self.prompt(), params):
-                parts.append(piece.text)
-                self._append(piece.text, node.name)
-                meta = piece.meta_info or meta
-            out = "".join(parts)
+            out, meta = self._gen_streamed(node.name, params)
         else:
-            result = self.backend.generate(self.prompt(), params)
-            out, meta = result.text, result.meta_info
-            self._append(out, node.name)
+            out, meta = self._call(params)
+            meta = count_logprobs(meta)
+            self._append(out, node.name, meta)
         self._produce(node.name, out, meta)
+
+    def _gen_streamed(self, name: str | None, params: GenParams) -> tuple[str, dict]:
+        """Append a gen's text chunk by chunk, each with its meta_info; returns the text and the meta_info of
+        the whole (final totals, every increment)."""
+        parts, meta = [], {}
+        for piece in self.backend.generate_stream(self.prompt(), params):
+            chunk_meta = count_logprobs(dict(piece.meta_info or {}), len(meta.get("output_token_logprobs", ())))
+            parts.append(piece.text)
+            self._append(piece.text, name, chunk_meta)
+            meta = merge_meta(meta, chunk_meta)
+        return "".join(parts), meta
 
     def _exec_select(self, node: Select) -> None:
         decision = self.backend.select(self.prompt(), list(node.choices), node.temperature, node.method)

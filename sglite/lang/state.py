@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from .executor import StreamExecutor
+from .meta_info import merge_meta
 from .ir import ExprLike, ExprList, RoleBegin, RoleEnd, VarScopeBegin, VarScopeEnd, to_expr
 
 
@@ -102,17 +103,35 @@ class ProgramState:
     # --- streaming ----------------------------------------------------------------------------------------
     def text_iter(self, var_name: str | None = None) -> Iterator[str]:
         """Yield text as it is produced: the whole program's, or only variable `var_name`'s."""
-        return self._ex.iter_chunks(var_name)
+        return (piece for piece, _ in self._ex.iter_chunks(var_name) if piece)
 
-    async def text_async_iter(self, var_name: str | None = None) -> AsyncIterator[str]:
+    async def text_async_iter(self, var_name: str | None = None,
+                              return_meta_data: bool = False) -> AsyncIterator[Any]:
+        """text_iter for asyncio. With `return_meta_data` (SGLang's keyword), yields `(text, meta_info)`: the
+        backend's meta_info of that chunk (token counts so far; logprob lists as increments, with
+        `output_token_logprobs_length` counting them so far), None for text the program appended. Every
+        yielded text is non-empty: a chunk that brings only meta_info is merged into the next one."""
         loop = asyncio.get_running_loop()
         it = self._ex.iter_chunks(var_name)
         done = object()
+        pending: dict | None = None   # meta_info of empty chunks, not yet yielded
         while True:
-            piece = await loop.run_in_executor(None, next, it, done)
-            if piece is done:
+            item = await loop.run_in_executor(None, next, it, done)
+            if item is done:
                 return
-            yield piece
+            piece, meta = item
+            if not return_meta_data:
+                if piece:
+                    yield piece
+                continue
+            if meta is None:
+                if piece:
+                    yield piece, None
+                continue
+            pending = merge_meta(pending, meta)
+            if piece:
+                yield piece, pending
+                pending = None
 
     def __aiter__(self) -> AsyncIterator[str]:
         return self.text_async_iter()

@@ -63,6 +63,11 @@ class Backend(ABC):
     def __init__(self) -> None:
         self.usage = UsageStats()
 
+    @property
+    def token_usage(self) -> UsageStats:
+        """SGLang's name for `usage` (its backends' `token_usage.prompt_tokens`, `.reset()`)."""
+        return self.usage
+
     @abstractmethod
     def generate(self, prompt: Prompt, params: GenParams) -> Completion:
         """Continue `prompt` under `params` (merged and validated: `params.sampling` is protocol's

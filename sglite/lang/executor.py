@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .ir import Expr, Gen, RoleBegin, RoleEnd, Select, Text, VarScopeBegin, VarScopeEnd
 from .meta_info import count_logprobs, merge_meta
 from .sampling import GenParams
+from .speculative import ChatSpeculation, CompletionSpeculation, can_speculate
 
 if TYPE_CHECKING:
     from ..backend.base import Backend, Prompt
@@ -28,12 +29,20 @@ class ProgramError(RuntimeError):
 
 class StreamExecutor:
     def __init__(self, backend: "Backend", defaults: GenParams | None = None, *, stream: bool = False,
-                 use_thread: bool = True, trace: list[Expr] | None = None):
+                 use_thread: bool = True, trace: list[Expr] | None = None, num_api_spec_tokens: int | None = None):
         self.backend = backend
         self.defaults = defaults or GenParams()   # the run's options; each gen's own are merged over them
         self.stream = stream
         self.use_thread = use_thread
         self.trace = trace                  # when a list: every executed node is recorded (sgl trace)
+        self.num_api_spec_tokens = num_api_spec_tokens
+        # API speculation (speculative.py), off when streaming: a chat model's assistant blocks are held back
+        # and written by one call at their end; a completion model's gens are read from text written ahead
+        chat = bool(getattr(backend, "is_chat_model", False))
+        self._chat_spec = ChatSpeculation(num_api_spec_tokens) if num_api_spec_tokens and chat and not stream else None
+        self._spec = CompletionSpeculation(num_api_spec_tokens) if num_api_spec_tokens and not chat and not stream else None
+        self._submit_role: str | None = None   # program thread: the role block open in what was submitted
+        self._held_vars: set[str] = set()      # program thread: gens held back in the open assistant block
         self.text = ""
         self.variables: dict[str, Any] = {}
         self.meta_info: dict[str, Any] = {}
@@ -62,6 +71,8 @@ class StreamExecutor:
         params = [node.params.over(self.defaults) if isinstance(node, Gen) else None for node in nodes]
         for node, p in zip(nodes, params):
             name = getattr(node, "name", None)
+            if self._chat_spec is not None:
+                self._track_held(node)
             if name is not None and isinstance(node, (Gen, Select, VarScopeEnd)):
                 self._events[name] = threading.Event()
                 self._pending.add(name)
@@ -88,7 +99,20 @@ class StreamExecutor:
         else:
             self._mark_done()     # no worker: everything queued has run
 
+    def _track_held(self, node: Expr) -> None:
+        """Chat speculation: note which variables are produced only when the open assistant block ends."""
+        if isinstance(node, RoleBegin):
+            self._submit_role = node.role
+        elif isinstance(node, RoleEnd):
+            self._submit_role = None
+            self._held_vars.clear()
+        elif isinstance(node, Gen) and node.name is not None and self._submit_role == "assistant":
+            self._held_vars.add(node.name)
+
     def get_var(self, name: str) -> Any:
+        if name in self._held_vars:
+            raise RuntimeError(f"variable {name!r} is written when its assistant block ends (num_api_spec_tokens "
+                               "on a chat model holds the block back); read it after the block")
         event = self._events.get(name)
         if event is not None:
             event.wait()
@@ -127,7 +151,7 @@ class StreamExecutor:
 
     def _copy(self) -> "StreamExecutor":
         child = StreamExecutor(self.backend, self.defaults, stream=self.stream, use_thread=self.use_thread,
-                               trace=self.trace)
+                               trace=self.trace, num_api_spec_tokens=self.num_api_spec_tokens)
         child.text, child.error, child._template = self.text, self.error, self._template
         child.variables, child.meta_info = dict(self.variables), dict(self.meta_info)
         child.messages = [dict(m) for m in self.messages]
@@ -227,20 +251,42 @@ class StreamExecutor:
         if event is not None:
             event.set()
 
+    def _holding(self) -> bool:
+        """Whether text and gens are being held back for a speculative assistant block (chat models)."""
+        return self._chat_spec is not None and self._role == "assistant"
+
+    def _fill(self, text: str, var: str | None = None, meta: dict | None = None) -> None:
+        """Append text the program (not a gen) wrote; completion speculation reads it off its text ahead."""
+        if self._spec is not None:
+            self._spec.fill(text)
+        self._append(text, var, meta)
+
     def _call(self, params: GenParams) -> tuple[str, dict]:
         result = self.backend.generate(self.prompt(), params)
         return result.text, dict(result.meta_info or {})
 
     def _exec_text(self, node: Text) -> None:
-        self._append(node.value)
+        if self._holding():
+            self._chat_spec.fill(node.value)
+            return
+        self._fill(node.value)
 
     def _exec_gen(self, node: Gen, params: GenParams) -> None:
-        if self.stream:
-            out, meta = self._gen_streamed(node.name, params)
-        else:
-            out, meta = self._call(params)
-            meta = count_logprobs(meta)
+        if self._holding():
+            self._chat_spec.gen(node.name, params)   # its variable is produced when the block ends
+            return
+        if self._spec is not None and can_speculate(params):
+            out, meta = self._spec.gen(params, self._call)
             self._append(out, node.name, meta)
+        else:
+            if self._spec is not None:
+                self._spec.drop()   # written ahead of this gen's output
+            if self.stream:
+                out, meta = self._gen_streamed(node.name, params)
+            else:
+                out, meta = self._call(params)
+                meta = count_logprobs(meta)
+                self._append(out, node.name, meta)
         self._produce(node.name, out, meta)
 
     def _gen_streamed(self, name: str | None, params: GenParams) -> tuple[str, dict]:
@@ -256,7 +302,7 @@ class StreamExecutor:
 
     def _exec_select(self, node: Select) -> None:
         decision = self.backend.select(self.prompt(), list(node.choices), node.temperature, node.method)
-        self._append(decision.decision, node.name)
+        self._fill(decision.decision, node.name)
         self._produce(node.name, decision.decision, decision.meta_info)
 
     def _exec_role_begin(self, node: RoleBegin) -> None:
@@ -265,16 +311,21 @@ class StreamExecutor:
         if self._template is None:
             self._template = self.backend.chat_template()
         first = self._roles_seen == 0 and not self.text
-        self._append(self._template.begin(node.role, first_role=first))
+        self._fill(self._template.begin(node.role, first_role=first))
         self._role, self._role_start = node.role, len(self.text)
         self._roles_seen += 1
 
     def _exec_role_end(self, node: RoleEnd) -> None:
         if self._role != node.role:
             raise ValueError(f"{node.role!r} block ended but the open block is {self._role!r}")
+        if self._holding():
+            for term in self._chat_spec.resolve(self._call):
+                self._append(term.text, term.gen_name)
+                if term.is_gen:
+                    self._produce(term.gen_name, term.text, {})
         self.messages.append({"role": node.role, "content": self.text[self._role_start:]})
         self._role = None
-        self._append(self._template.end(node.role))
+        self._fill(self._template.end(node.role))
 
     def _exec_var_scope_begin(self, node: VarScopeBegin) -> None:
         self._scopes[node.name] = len(self.text)

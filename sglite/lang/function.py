@@ -60,6 +60,8 @@ class SglFunction:
                  num_api_spec_tokens: int | None = None):
         self.func = func
         self.bind_arguments = dict(bind_arguments or {})
+        if num_api_spec_tokens is not None and (not isinstance(num_api_spec_tokens, int) or num_api_spec_tokens < 1):
+            raise ValueError(f"num_api_spec_tokens must be a positive int or None, got {num_api_spec_tokens!r}")
         self.num_api_spec_tokens = num_api_spec_tokens
         params = list(inspect.signature(func).parameters.values())
         if not params:
@@ -102,7 +104,8 @@ class SglFunction:
         defaults for every gen in the program. With stream=True, returns at once; read with s.text_iter()."""
         program_kwargs, defaults = self._split(kwargs)
         backend = backend or get_default_backend()
-        state = ProgramState(StreamExecutor(backend, defaults, stream=stream, use_thread=use_thread))
+        state = ProgramState(StreamExecutor(backend, defaults, stream=stream, use_thread=use_thread,
+                                            num_api_spec_tokens=self.num_api_spec_tokens))
         if stream:
             threading.Thread(target=self._execute, args=(state, args, program_kwargs, True), daemon=True).start()
             return state
@@ -148,7 +151,8 @@ class SglFunction:
                 backend.commit_prefix(Prompt(prefix))
         if num_threads == "auto":
             num_threads = min(len(calls), max(64, 4 * (os.cpu_count() or 1)))
-        states = [ProgramState(StreamExecutor(backend, defaults)) for _ in calls]
+        states = [ProgramState(StreamExecutor(backend, defaults, num_api_spec_tokens=self.num_api_spec_tokens))
+                  for _ in calls]
         bar = None
         if progress_bar:
             from tqdm.auto import tqdm

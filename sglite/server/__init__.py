@@ -5,12 +5,15 @@
 
 Endpoints (all errors are `{"error": {"message", "type", "param", "code"}}` with a 4xx/5xx status; a request the
 engine refuses keeps its `RequestError`'s code and param, the latter as the client named it):
-    POST /v1/chat/completions   messages via the model's chat template; max_tokens (max_completion_tokens),
-                                temperature, top_p, stop, seed, n, logprobs/top_logprobs, stream (SSE, `[DONE]`),
-                                stream_options.include_usage, response_format (json_object | json_schema, whose
-                                `strict: true` closes every object, as OpenAI's strict mode does), and
-                                SGLang's extras: regex, json_schema, ebnf, top_k, min_p, repetition_penalty,
-                                min_tokens, ignore_eos, stop_token_ids, skip_special_tokens, no_stop_trim
+    POST /v1/chat/completions   messages via the model's chat template; max_tokens (max_completion_tokens) >= 1,
+                                temperature, top_p, stop, seed, n, logprobs/top_logprobs, logit_bias, stream
+                                (SSE, `[DONE]`), stream_options.include_usage, response_format (json_object |
+                                json_schema, whose `strict: true` closes every object, as OpenAI's strict mode
+                                does), tools + tool_choice (none | auto | required | a named function: calls are
+                                generated under the functions' schemas, see tools.py), and SGLang's extras:
+                                regex, json_schema, ebnf, top_k, min_p, repetition_penalty, min_tokens, ignore_eos,
+                                stop_token_ids, stop_regex, skip_special_tokens, no_stop_trim. A `model` other
+                                than the served name is a 404 model_not_found.
     POST /v1/completions        prompt (str | [str] | [int] | [[int]]), echo, logprobs (0-5), same extras
     GET  /v1/models
     POST /generate              SGLang's request body, every field of it carried out or refused by name
@@ -21,8 +24,9 @@ engine refuses keeps its `RequestError`'s code and param, the latter as the clie
     GET  /metrics (Prometheus)
 
 Files: app.py (routes, error rendering), bodies.py (request bodies), openai_api.py + openai_format.py,
-native_api.py + sglang_compat.py, engine_client.py (the only code that talks to the engine), sse.py,
-middleware.py (API key, body limit, status counts), metrics.py, launch.py (`sglite serve`, ServerThread).
+tools.py + tool_stream.py (tool calling), native_api.py + sglang_compat.py, engine_client.py (the only code that
+talks to the engine), sse.py, middleware.py (API key, body limit, status counts), metrics.py, launch.py
+(`sglite serve`, ServerThread).
 """
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ class _SGLangExtras(_Body):
     stop_token_ids: Optional[list[int]] = None
     skip_special_tokens: Optional[bool] = None
     no_stop_trim: Optional[bool] = None
+    stop_regex: Optional[Union[str, list[str]]] = None
     regex: Optional[str] = None
     json_schema: Optional[Union[str, dict[str, Any]]] = None
     ebnf: Optional[str] = None
@@ -74,13 +75,25 @@ class ChatMessage(BaseModel):
     content: Optional[Union[str, list[TextPart]]] = None
 
 
+class FunctionDef(_Body):
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: Optional[str] = None
+    parameters: Optional[dict[str, Any]] = None
+    strict: Optional[bool] = None
+
+
+class Tool(_Body):
+    type: Literal["function"]
+    function: FunctionDef
+
+
 class ChatCompletionRequest(_OpenAICommon):
     messages: list[ChatMessage] = Field(min_length=1)
     max_completion_tokens: Optional[int] = None
     logprobs: bool = False
     top_logprobs: Optional[int] = None
     response_format: Optional[ResponseFormat] = None
-    tools: Optional[list[dict[str, Any]]] = None
+    tools: Optional[list[Tool]] = None
     tool_choice: Optional[Union[str, dict[str, Any]]] = None
     parallel_tool_calls: Optional[bool] = None
     continue_final_message: bool = False

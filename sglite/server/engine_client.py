@@ -61,11 +61,12 @@ class RequestStream:
         return self
 
     def cancel(self) -> None:
-        """Aborts the request (idempotent; every sample of it). Safe from a finally block of a cancelled task."""
+        """Aborts this sample (idempotent; the request's other samples run on). Safe from a finally block of a
+        cancelled task."""
         if self.aborted or (self.last is not None and self.last.finished):
             return
         self.aborted = True
-        self.client.engine.abort(self.request.rid)
+        self.client.engine.abort(getattr(self.handle, "rid", None) or self.request.rid)
         if self.client.metrics is not None:
             self.client.metrics.aborted_by_client.inc()
 

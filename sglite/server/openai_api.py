@@ -19,13 +19,16 @@ from .engine_client import EngineClient, RequestStream, collect
 from .errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_error
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
+from .sglang_compat import check_token_ids
 from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
+from .tool_stream import AutoToolStream
+from .tools import ToolCallText, ToolPlan, render_tool_messages, tool_call_message, tool_plan
 
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
 _PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-                "repetition_penalty", "stop", "stop_token_ids", "ignore_eos", "skip_special_tokens", "no_stop_trim",
-                "regex", "json_schema", "ebnf", "seed", "n")
+                "repetition_penalty", "stop", "stop_token_ids", "stop_regex", "ignore_eos", "skip_special_tokens",
+                "no_stop_trim", "regex", "json_schema", "ebnf", "seed", "n")
 
 
 class OpenAIServing:
@@ -36,28 +39,55 @@ class OpenAIServing:
 
     # --- chat -------------------------------------------------------------------------------------------------
     async def chat(self, req: ChatCompletionRequest, request: Request) -> Response:
-        if req.tools:
-            raise bad_request("tool calling is not supported by this server; remove 'tools'", param="tools")
+        self._check_model(req.model)
         if req.top_logprobs is not None and not req.logprobs:
             raise bad_request("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
-        prompt_ids = await self._encode(self._render_chat(req), "messages")
+        plan = tool_plan(req)
+        if plan is not None:
+            fixed = [k for k in ("response_format", "regex", "json_schema", "ebnf") if getattr(req, k) is not None]
+            if fixed and not (fixed == ["response_format"] and req.response_format.type == "text"):
+                raise bad_request(f"'{fixed[0]}' cannot be combined with tools unless tool_choice is 'none'",
+                                  param=fixed[0])
+        prompt_ids = await self._encode(self._render_chat(req, plan), "messages")
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+        if max_tokens is not None and max_tokens < 1:
+            raise bad_request(f"'max_tokens' must be at least 1, got {max_tokens}", param=(
+                "max_completion_tokens" if req.max_completion_tokens is not None else "max_tokens"))
+        names = self._names(req, "messages")
         try:
             params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
-            requests = [GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids,
-                                        return_logprob=req.logprobs, top_logprobs_num=req.top_logprobs or 0,
-                                        logprob_start_len=len(prompt_ids) if req.logprobs else None)]
-            streams = await self.client.start(requests)
+            call_params = None
+            if plan is not None:   # a call is never cut by a stop string, and always parses
+                call_params = params.replace(json_schema=plan.call_schema, stop=(), stop_regex=())
+                if plan.mode == "required":
+                    params = call_params
+                else:   # compiles the call schema (a bad one is refused now) and caches the prompt's prefix
+                    check = GenerateRequest(params=call_params.replace(max_new_tokens=0, n=1), input_ids=prompt_ids)
+                    await (await self.client.start([check]))[0].finish()
+            lp = {"return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
+                  "logprob_start_len": len(prompt_ids) if req.logprobs else None}
+            first = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, **lp)
+            streams: list[Any] = await self.client.start([first])
         except RequestError as e:
-            raise from_request_error(e, self._names(req, "messages")) from None
+            raise from_request_error(e, names) from None
+        if plan is not None and plan.mode == "auto":
+            streams = [AutoToolStream(self.client, s, GenerateRequest(
+                params=call_params.replace(n=1, seed=None if params.seed is None else params.seed + i),
+                stream=req.stream, input_ids=prompt_ids, **lp)) for i, s in enumerate(streams)]
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
-            return SSEResponse(sse_body(self._chat_events(streams, rid, created, req.logprobs, include_usage), streams))
+            events = self._chat_events(streams, rid, created, req.logprobs, include_usage, plan)
+            return SSEResponse(sse_body(events, streams))
         choices = []
         for i, s in enumerate(await collect(streams, request)):
-            choice = {"index": i, "message": {"role": "assistant", "content": s.output.text},
-                      "logprobs": None, "finish_reason": finish_reason(s), "matched_stop": matched_stop(s)}
+            calls = tool_call_message(s.output.text) if _is_call(plan, s) else None
+            message: dict[str, Any] = {"role": "assistant", "content": s.output.text}
+            if calls is not None:
+                message = {"role": "assistant", "content": None, "tool_calls": calls}
+            choice = {"index": i, "message": message, "logprobs": None,
+                      "finish_reason": "tool_calls" if calls is not None else finish_reason(s),
+                      "matched_stop": matched_stop(s)}
             if req.logprobs:
                 choice["logprobs"] = {"content": self.logprobs.chat(s.output.output_token_logprobs or (),
                                                                      s.output.output_top_logprobs or ())}
@@ -65,7 +95,12 @@ class OpenAIServing:
         return _json({"id": rid, "object": "chat.completion", "created": created, "model": self.info.name,
                       "choices": choices, "usage": usage(streams)})
 
-    def _render_chat(self, req: ChatCompletionRequest) -> str:
+    def _check_model(self, model: str | None) -> None:
+        if model is not None and model != self.info.name:
+            raise APIError(404, f"the model {model!r} does not exist; this server serves {self.info.name!r}",
+                           param="model", code="model_not_found")
+
+    def _render_chat(self, req: ChatCompletionRequest, plan: ToolPlan | None) -> str:
         messages = []
         for i, m in enumerate(req.messages):
             content = m.content
@@ -76,6 +111,9 @@ class OpenAIServing:
             extra = {k: v for k, v in (m.model_extra or {}).items() if v is not None}
             role = "system" if m.role == "developer" else m.role
             messages.append({**extra, "role": role, "content": content or ""})
+        if plan is not None or any(m.role == "tool" or "tool_calls" in m.model_extra for m in req.messages):
+            template = getattr(self.info.tokenizer, "chat_template", None) or ""
+            messages = render_tool_messages(messages, plan, tool_role="tool" in template)
         last_is_assistant = messages[-1]["role"] == "assistant"
         try:
             text = self.info.tokenizer.apply_chat_template(
@@ -89,28 +127,58 @@ class OpenAIServing:
                 if messages[-1]["content"] else text
         return text
 
-    async def _chat_events(self, streams: list[RequestStream], rid: str, created: int, logprobs: bool,
-                           include_usage: bool) -> AsyncIterator[bytes]:
+    async def _chat_events(self, streams: list[Any], rid: str, created: int, logprobs: bool, include_usage: bool,
+                           plan: ToolPlan | None) -> AsyncIterator[bytes]:
+        """Content deltas, or for a choice that is a call, `tool_calls` deltas (ToolCallText). With tools the
+        role comes with a choice's first delta (content null for a call), since under `auto` it is not known
+        before."""
         def chunk(choices: list[dict], **extra: Any) -> bytes:
             return sse_event({"id": rid, "object": "chat.completion.chunk", "created": created,
                               "model": self.info.name, "choices": choices, **extra})
-        for i in range(len(streams)):
-            yield chunk([{"index": i, "delta": {"role": "assistant", "content": ""}, "logprobs": None,
-                          "finish_reason": None}])
+
+        def delta(i: int, d: dict[str, Any], lp: Any = None, finish: str | None = None, **extra: Any) -> bytes:
+            if i not in greeted:
+                greeted.add(i)
+                d = {"role": "assistant", **d}
+            return chunk([{"index": i, "delta": d, "logprobs": lp, "finish_reason": finish, **extra}])
+
+        greeted: set[int] = set()
+        calls: dict[int, ToolCallText] = {}
+        if plan is None:
+            for i in range(len(streams)):
+                yield delta(i, {"content": ""})
         async for i, c in merge_chunks(streams):
             if i == IDLE:
                 yield SSE_KEEPALIVE
-            elif c is None:
-                yield chunk([{"index": i, "delta": {}, "logprobs": None, "finish_reason": finish_reason(streams[i]),
-                              "matched_stop": matched_stop(streams[i])}])
+                continue
+            s = streams[i]
+            if _is_call(plan, s) and i not in calls:
+                calls[i] = ToolCallText()
+            if c is None:
+                finish = finish_reason(s)
+                if i in calls:
+                    tail = calls[i].feed("", final=True)
+                    if tail:
+                        yield delta(i, _call_delta(tail, i in greeted))
+                    finish = "tool_calls" if calls[i].name is not None else finish
+                yield delta(i, {} if i in greeted else {"content": ""}, finish=finish, matched_stop=matched_stop(s))
             elif c.text_delta or (logprobs and c.new_token_logprobs):
                 lp = {"content": self.logprobs.chat(c.new_token_logprobs, c.new_top_logprobs)} if logprobs else None
-                yield chunk([{"index": i, "delta": {"content": c.text_delta}, "logprobs": lp, "finish_reason": None}])
+                if i in calls:
+                    pieces = calls[i].feed(c.text_delta, final=False)
+                    if pieces or lp:
+                        yield delta(i, _call_delta(pieces, i in greeted), lp)
+                else:
+                    yield delta(i, {"content": c.text_delta}, lp)
         if include_usage:
             yield chunk([], usage=usage(streams))
 
     # --- completions ------------------------------------------------------------------------------------------
     async def completions(self, req: CompletionRequest, request: Request) -> Response:
+        self._check_model(req.model)
+        if req.max_tokens is not None and req.max_tokens < (0 if req.echo else 1):
+            raise bad_request(f"'max_tokens' must be at least 1 (0 only with echo, to score the prompt), got "
+                              f"{req.max_tokens}", param="max_tokens")
         if req.suffix:
             raise bad_request("'suffix' (insertion) is not supported", param="suffix")
         if req.best_of is not None and req.best_of != req.n:
@@ -198,6 +266,8 @@ class OpenAIServing:
         names = {**OPENAI_PARAM_NAMES, "prompt": prompt_param, "input_ids": prompt_param}
         if req.response_format is not None and req.json_schema is None:
             names["json_schema"] = "response_format"
+        if getattr(req, "tools", None) and req.tool_choice != "none":
+            names["json_schema"] = "tools"   # the call schema, built from the tools' parameters
         return names
 
     def _sampling_params(self, req: ChatCompletionRequest | CompletionRequest, prompt_len: int,
@@ -216,8 +286,10 @@ class OpenAIServing:
                            code="context_length_exceeded")
         if not req.n <= MAX_N:
             raise bad_request(f"'n' must be between 1 and {MAX_N}, got {req.n}", param="n")
-        if req.logit_bias:
-            raise bad_request("'logit_bias' is not supported", param="logit_bias")
+        for key, bias in (req.logit_bias or {}).items():
+            if not -100 <= bias <= 100:
+                raise bad_request(f"'logit_bias' values must be between -100 and 100, got {bias} for {key!r}",
+                                  param="logit_bias")
         top = getattr(req, "top_logprobs", None)
         if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
             raise bad_request(f"'top_logprobs' must be between 0 and {MAX_TOP_LOGPROBS}, got {top}",
@@ -230,10 +302,22 @@ class OpenAIServing:
             raise bad_request(f"set only one of regex, json_schema, ebnf and response_format (got {sources})",
                               param=sources[-1])
         params = {key: getattr(req, key) for key in _PASSTHROUGH}
-        params.update(max_new_tokens=max_tokens, min_new_tokens=req.min_tokens)
+        params.update(max_new_tokens=max_tokens, min_new_tokens=req.min_tokens, logit_bias=req.logit_bias)
         if schema is not None:
             params["json_schema"] = schema
-        return SamplingParams.from_dict(params)
+        p = SamplingParams.from_dict(params)
+        check_token_ids(p, self.info.vocab_size)
+        return p
+
+
+def _call_delta(pieces: list[dict], greeted: bool) -> dict[str, Any]:
+    d: dict[str, Any] = {"tool_calls": pieces} if pieces else {}
+    return d if greeted else {"content": None, **d}
+
+
+def _is_call(plan: ToolPlan | None, s: Any) -> bool:
+    """Whether choice stream `s` generates a call: always under 'required', once it chose to under 'auto'."""
+    return plan is not None and (plan.mode == "required" or bool(getattr(s, "is_call", False)))
 
 
 def _json(body: dict) -> Response:

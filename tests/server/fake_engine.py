@@ -146,7 +146,9 @@ class FakeEngine:
 
     def _step(self, s: _Sample) -> None:
         finish, new = s.abort, ()
-        if finish is None:
+        if finish is None and s.request.params.max_new_tokens == 0:   # prefill only
+            finish = FinishReason.length()
+        elif finish is None:
             new = (self._word_ids[len(s.out) % len(self._word_ids)],)
             s.out += new
             with self._lock:
@@ -156,8 +158,9 @@ class FakeEngine:
         text = self.tokenizer.decode(list(new))
         s.text += text
         r = s.request
-        lps = tuple((-0.5, t, None) for t in new) if r.return_logprob else ()
-        tops = tuple([(-0.5, t, None)] * r.top_logprobs_num for t in new) if r.return_logprob else ()
+        lps = tuple((-0.5, t, self.tokenizer.decode([t])) for t in new) if r.return_logprob else ()
+        tops = tuple([(-0.5, t, self.tokenizer.decode([t]))] * r.top_logprobs_num for t in new) \
+            if r.return_logprob else ()
         s.logprobs += lps
         s.tops += tops
         chunk = StreamChunk(s.rid, text, new, lps, tops, prompt_tokens=len(s.ids), completion_tokens=len(s.out),

@@ -114,7 +114,7 @@ def test_greedy_below_epsilon(http):
     assert a["output_ids"] == b["output_ids"]
 
 
-def test_max_new_tokens_null_means_up_to_the_context(http, engine_and_info):
+def test_max_new_tokens_null_means_up_to_the_context(http, engine_and_info, real_engine):   # the engine clamps
     _, info = engine_and_info
     ids = [info.tokenizer.encode(" a")[0]] * (info.max_context - 4)
     r = http.post("/generate", json={"input_ids": ids, "sampling_params": {"max_new_tokens": None,

@@ -29,7 +29,7 @@ def _sglang_importable() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def sglang_results(server):
+def sglang_results(server, real_engine):   # select needs prompt logprobs, which the fake engine has not
     why = _sglang_importable()
     if why:
         pytest.skip(why)

@@ -1,0 +1,210 @@
+"""Tool calling for /v1/chat/completions: what `tools` + `tool_choice` ask (ToolPlan), how tool definitions,
+earlier calls and tool results enter the prompt, the JSON schema a call is generated under, and the call text
+turned into OpenAI's `tool_calls` (whole, or as stream deltas).
+
+A call is generated as one JSON object `{"name": <function>, "arguments": {...}}` under the schema
+`call_schema` builds (an anyOf over the offered functions, each with its own parameters schema), so its
+arguments always parse and validate. With `required` or a named function the reply is such a call. With `auto`
+the model first writes freely; if its first non-blank character is `{` (the system prompt tells it to reply
+with the JSON object and nothing else to call a function), that start is dropped and the reply is generated
+again under the call schema; otherwise it is the text answer. At most one call per choice."""
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from sglite.protocol import closed_schema
+
+from .bodies import ChatCompletionRequest, Tool
+from .errors import bad_request
+
+_HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"([^"\\]*)"\s*,\s*"arguments"\s*:\s*')   # a call's text up to its arguments
+
+
+@dataclass(frozen=True)
+class ToolPlan:
+    """`mode`: 'auto' (text or a call) or 'required' (a call; a named tool_choice is 'required' over that one
+    function). `tools`: every function offered (all of them go in the prompt); `callable`: those a call may
+    name."""
+    mode: str
+    tools: tuple[Tool, ...]
+    callable: tuple[Tool, ...]
+
+    @property
+    def call_schema(self) -> dict[str, Any]:
+        """JSON schema of one call: {"name": const, "arguments": the function's parameters}, anyOf the functions.
+        A function with `strict: true` has its objects closed, as OpenAI's strict mode does."""
+        options = []
+        for t in self.callable:
+            params = t.function.parameters if t.function.parameters is not None else {"type": "object"}
+            options.append({"type": "object", "properties": {
+                "name": {"const": t.function.name},
+                "arguments": closed_schema(params) if t.function.strict else params},
+                "required": ["name", "arguments"], "additionalProperties": False})
+        return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def tool_plan(req: ChatCompletionRequest) -> ToolPlan | None:
+    """What the request's tools ask, or None (no tools, or tool_choice 'none'). Raises APIError(400)."""
+    choice = req.tool_choice
+    if not req.tools:
+        if choice is not None and choice != "none":
+            raise bad_request("'tool_choice' needs 'tools'", param="tool_choice")
+        return None
+    names = [t.function.name for t in req.tools]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise bad_request(f"tool names must be unique, got {sorted(dup)} more than once", param="tools")
+    if choice is None or choice == "auto":
+        return ToolPlan("auto", tuple(req.tools), tuple(req.tools))
+    if choice == "none":
+        return None
+    if choice == "required":
+        return ToolPlan("required", tuple(req.tools), tuple(req.tools))
+    if isinstance(choice, dict):
+        name = (choice.get("function") or {}).get("name") if choice.get("type") == "function" else None
+        if name in names:
+            return ToolPlan("required", tuple(req.tools), tuple(t for t in req.tools if t.function.name == name))
+        if name is not None:
+            raise bad_request(f"tool_choice names function {name!r}, which is not among the tools {names}",
+                              param="tool_choice")
+    raise bad_request("'tool_choice' must be 'none', 'auto', 'required' or {\"type\": \"function\", \"function\": "
+                      f"{{\"name\": ...}}}}, got {choice!r}", param="tool_choice")
+
+
+def tools_prompt(plan: ToolPlan) -> str:
+    """The system-prompt text that offers the functions and says how to call one."""
+    lines = ["You can call functions. Each is given as JSON with its name, what it does, and the JSON Schema of its "
+             "arguments:"]
+    for t in plan.tools:
+        f = t.function
+        entry = {"name": f.name, "description": f.description or "", "parameters": f.parameters or {"type": "object"}}
+        lines.append(json.dumps(entry, ensure_ascii=False))
+    how = 'reply with only a JSON object {"name": <function name>, "arguments": <arguments object>}'
+    if plan.mode == "auto":
+        lines.append(f"To call a function, {how}. Otherwise answer normally.")
+    elif len(plan.callable) == 1 and len(plan.tools) > 1:
+        lines.append(f"Call the function {plan.callable[0].function.name}: {how}.")
+    else:
+        lines.append(f"Call one of these functions: {how}.")
+    return "\n".join(lines)
+
+
+def render_tool_messages(messages: list[dict[str, Any]], plan: ToolPlan | None, tool_role: bool
+                         ) -> list[dict[str, Any]]:
+    """Messages for the chat template: the tools offered in the system message; an assistant's earlier
+    `tool_calls` written as the JSON calls it is asked to produce; a tool result as role 'tool' when the
+    template knows that role (`tool_role`), else as a user message saying which call it answers."""
+    names: dict[str, str] = {}   # tool_call_id -> function name
+    out = []
+    for m in messages:
+        m = dict(m)
+        calls = m.pop("tool_calls", None)
+        if m["role"] == "assistant" and calls:
+            texts = [m["content"]] if m.get("content") else []
+            for c in calls:
+                fn = c.get("function") or {}
+                names[c.get("id", "")] = fn.get("name", "")
+                try:
+                    args = json.loads(fn.get("arguments") or "{}")
+                except json.JSONDecodeError:
+                    args = fn.get("arguments")
+                texts.append(json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False))
+            m["content"] = "\n".join(texts)
+        elif m["role"] == "tool" and not tool_role:
+            call_id = m.pop("tool_call_id", None)
+            name = m.pop("name", None) or names.get(call_id or "", "")
+            label = f"{name} ({call_id})" if name and call_id else (name or call_id or "the function")
+            m = {**m, "role": "user", "content": f"Result of {label}:\n{m.get('content') or ''}"}
+        out.append(m)
+    if plan is not None:
+        text = tools_prompt(plan)
+        if out and out[0]["role"] == "system":
+            out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{text}" if out[0]["content"] else text}
+        else:
+            out.insert(0, {"role": "system", "content": text})
+    return out
+
+
+def starts_call(text: str) -> bool | None:
+    """For `auto`: True if the reply so far starts a call, False if it is text, None while only blanks."""
+    stripped = text.lstrip()
+    return None if not stripped else stripped[0] == "{"
+
+
+class ToolCallText:
+    """A call's JSON text, fed as it is generated, turned into OpenAI tool_call deltas: the first carries id,
+    type and name (once the text has reached the arguments), the others pieces of `arguments`, which is the
+    generated arguments text itself. If the text does not start `{"name": ..., "arguments": ` (another
+    property order), it is parsed whole at the end."""
+
+    def __init__(self) -> None:
+        self.id = f"call_{uuid.uuid4().hex[:24]}"
+        self.text = ""
+        self.name: str | None = None
+        self.args_at = 0     # where the arguments start in text, once the name is known
+        self.sent = 0        # characters of the arguments already handed out
+
+    def feed(self, delta: str, final: bool) -> list[dict[str, Any]]:
+        """Deltas (OpenAI's `tool_calls` entries) for `delta`; `final` once the generation ended."""
+        self.text += delta
+        out = []
+        if self.name is None:
+            m = _HEAD.match(self.text)
+            if m is not None:
+                self.name, self.args_at = m.group(1), m.end()
+            elif final:
+                return self._whole()
+            else:
+                return []
+            out.append({"index": 0, "id": self.id, "type": "function",
+                        "function": {"name": self.name, "arguments": ""}})
+        args = self.text[self.args_at:]
+        if final:
+            end = len(args.rstrip())
+            end = end - 1 if end and args[end - 1] == "}" else end   # the call object's own closing brace
+            end = len(args[:end].rstrip())
+        else:   # hold back what may be the closing of the call object
+            end = max(len(args.rstrip()) - 1, self.sent)
+        if end > self.sent:
+            out.append({"index": 0, "function": {"arguments": args[self.sent:end]}})
+            self.sent = end
+        return out
+
+    def _whole(self) -> list[dict[str, Any]]:
+        call = parse_call(self.text)
+        if call is None:
+            return []
+        self.name = call[0]
+        return [{"index": 0, "id": self.id, "type": "function", "function": {"name": call[0], "arguments": call[1]}}]
+
+
+def parse_call(text: str) -> tuple[str, str] | None:
+    """(name, arguments JSON text) of a complete call, or None if `text` is not one."""
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(obj, dict) or not isinstance(obj.get("name"), str) or not isinstance(obj.get("arguments"), dict):
+        return None
+    m = _HEAD.match(text)
+    if m is not None:   # the generated text of the arguments, as streamed, when it is exactly them
+        args = text[m.end():].rstrip()[:-1].rstrip()
+        try:
+            if json.loads(args) == obj["arguments"]:
+                return obj["name"], args
+        except json.JSONDecodeError:
+            pass
+    return obj["name"], json.dumps(obj["arguments"], ensure_ascii=False)
+
+
+def tool_call_message(text: str) -> list[dict[str, Any]] | None:
+    """The `tool_calls` of a reply that is a complete call, or None."""
+    call = parse_call(text)
+    if call is None:
+        return None
+    return [{"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+             "function": {"name": call[0], "arguments": call[1]}}]

@@ -30,7 +30,8 @@ class StepTimer:
         self.engine = Engine(model, max_running_requests=batch, enable_jump_forward=False, background=False,
                              grammar_mask_overlap=overlap)
         self.times: list[float] = []
-        schedule, step = self.engine.scheduler.schedule, self.engine._step
+        core = self.engine.core
+        schedule, step = core.scheduler.schedule, core.step
         last = {}
 
         def recording_schedule():
@@ -39,12 +40,13 @@ class StepTimer:
 
         def timed_step():
             t0 = time.perf_counter()
-            step()
+            chunks = step()
             b = last.get("batch")
             if b is not None and b.num_prefill == 0:
                 self.times.append(time.perf_counter() - t0)
-        self.engine.scheduler.schedule = recording_schedule
-        self.engine._step = timed_step
+            return chunks
+        core.scheduler.schedule = recording_schedule
+        core.step = timed_step
 
     def run(self, prompts: list[str], params: dict) -> list[float]:
         """Step times of one generate call over `prompts`."""
@@ -86,7 +88,7 @@ def main() -> None:
         t.engine.shutdown()
     print(f"decode step at batch {args.batch}, {args.tokens} tokens per request, jump-forward off "
           f"(torch threads: {torch.get_num_threads()}, mask overlap: {args.mask_overlap}, "
-          f"{'on' if timers['json_schema'].engine.masks.overlapping() else 'off'} here)")
+          f"{'on' if timers['json_schema'].engine.core.masks.overlapping() else 'off'} here)")
     print("| mode | cold: steps | median ms | warm: steps | median ms | mean ms |")
     print("|---|---:|---:|---:|---:|---:|")
     for name in modes:

@@ -114,18 +114,24 @@ def cache_bits(cache: torch.Tensor) -> np.ndarray:
 
 def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
                             req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float, start: int = 0,
-                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            parallel: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The unchecked kernel call over numpy arrays: q [B, Hq, D] float32 contiguous, k/v bits from
     cache_bits(); attends over columns start..seq_lens[b]-1 (each request must have one). Returns
     (out [B, Hq, D] float32, normalised over those columns; score max [B, Hq]; sum of exp(score - max)
     [B, Hq]), the last two to merge with attention over columns :start computed elsewhere. For callers that
-    checked their layout once (the attention backend); everyone else calls decode_attention_cpu."""
+    checked their layout once (the attention backend); everyone else calls decode_attention_cpu.
+
+    `parallel` picks the entry point (None: by job count). The two compile to different float reassociations
+    (fastmath), so a query row's result depends on the entry point: a caller whose rows must match one-row calls
+    (several rows of one request, speculative verification) decides by what a one-row-per-request call would use."""
     B, Hq, _ = q.shape
     out = np.empty(q.shape, np.float32)
     lse_max, lse_sum = np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32)
     if B:
         bf16 = k_bits.dtype == np.int16
-        kernel = _decode_parallel if B * k_bits.shape[1] >= PARALLEL_MIN_JOBS else _decode_serial
+        if parallel is None:
+            parallel = B * k_bits.shape[1] >= PARALLEL_MIN_JOBS
+        kernel = _decode_parallel if parallel else _decode_serial
         kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
                out, lse_max, lse_sum, np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
     return out, lse_max, lse_sum
@@ -165,13 +171,13 @@ def merge_attention(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) ->
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_bits: np.ndarray,
                            v_bits: np.ndarray, req_to_token: np.ndarray, req_pool_indices: np.ndarray,
                            seq_lens: np.ndarray, scale: float, prefix_slots: torch.Tensor | None = None,
-                           ) -> torch.Tensor:
+                           parallel: bool | None = None) -> torch.Tensor:
     """Unchecked: the kernel over each request's columns after `prefix_slots` (all of them when None), merged
     with the cascade GEMM over `prefix_slots` [P] that every request starts with. k/v bits from cache_bits() of
     k_cache/v_cache; index arrays as in decode_attention_arrays. Returns [B, Hq, D] in q's dtype."""
     start = 0 if prefix_slots is None else len(prefix_slots)
     parts = decode_attention_arrays(q.float().contiguous().numpy(), k_bits, v_bits, req_to_token,
-                                    req_pool_indices, seq_lens, scale, start=start)
+                                    req_pool_indices, seq_lens, scale, start=start, parallel=parallel)
     out = torch.from_numpy(parts[0])
     if start:
         out = merge_attention(shared_prefix_attention(q, k_cache, v_cache, prefix_slots, scale),

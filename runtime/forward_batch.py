@@ -27,6 +27,8 @@ class ForwardBatch:
     decode_from: int = 0            # rows [decode_from:] of [T] belong to decoding requests, rows before it to
                                     # prefilling ones (weight formats are chosen by phase, runtime/linear.py)
     decode_logits_from: int = 0     # likewise for the rows of the returned logits
+    num_prefill: int = 0            # requests [:num_prefill] are prefilling, the rest decoding (each of their rows
+                                    # attends like a one-token decode: pending, jump-forward and draft tokens)
     attn_metadata: Any = field(default=None, repr=False)  # built once per batch by the attention backend
 
     @property
@@ -84,4 +86,5 @@ class ForwardBatch:
             logits_indices=logits_indices.to(device),
             decode_from=decode_from,
             decode_logits_from=int((logits_indices < decode_from).sum()),
+            num_prefill=num_prefill,
         )

@@ -157,7 +157,9 @@ class RefinedHead:
         x = x.float()
         logits = self.approx(x.to(self.approx.dtype), decode_from).float()        # [T, V]
         cand = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1).indices      # [T, k]
-        exact = torch.bmm(self.weight[cand], x[:, :, None])[:, :, 0]               # [T, k]
+        # an elementwise product and a sum per row, not bmm: a row's logits must not depend on how many rows the
+        # pass has (speculative verification computes several rows of one request where decoding computes one)
+        exact = (self.weight[cand] * x[:, None, :]).sum(-1)                         # [T, k]
         return logits.scatter_(1, cand, exact)
 
     @property

@@ -30,7 +30,7 @@ class ExtendRun:
 
 @dataclass
 class TorchAttentionMetadata:
-    decode_rows: torch.Tensor | None   # [Bd] int64 rows of [T] that are single-token decodes
+    decode_rows: torch.Tensor | None   # [Bd] int64 rows of [T] attended as one-token decodes (in order)
     decode_slots: torch.Tensor | None  # [Bd, Lmax] int64 (padding -> slot 0); SDPA path only
     decode_mask: torch.Tensor | None   # [Bd, 1, 1, Lmax] bool, True for real keys; SDPA path only
     extends: list[ExtendRun] = field(default_factory=list)
@@ -39,6 +39,7 @@ class TorchAttentionMetadata:
     decode_table: np.ndarray | None = None        # req_to_token, viewed
     prefix_slots: torch.Tensor | None = None      # [P] int64: the first P slots, the same for every decode request
                                                   # (a shared cached prefix), attended by one cascade GEMM
+    decode_parallel: bool | None = None           # the paged kernel's entry point, chosen by distinct requests
 
 
 MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not worth a cascade GEMM
@@ -55,6 +56,7 @@ class TorchAttentionBackend(AttentionBackend):
         if paged_decode is None:
             paged_decode = on_cpu and decode_attention_cpu.available()
         self.paged_decode = decode_attention_cpu.paged_decode_attention if paged_decode else None
+        self._parallel_min_jobs = decode_attention_cpu.PARALLEL_MIN_JOBS
         if paged_decode:
             import numba
             threads = torch.get_num_threads()
@@ -76,31 +78,22 @@ class TorchAttentionBackend(AttentionBackend):
         return head[0, :shared].long() if shared >= MIN_SHARED_PREFIX else None
 
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
+        """Decode queries: every row of a decoding request (its pending, jump-forward and draft tokens), and any
+        one-token extend, each attending to its own prefix [0, position] exactly as a lone one-token decode does,
+        so a token's attention does not depend on how many tokens its request computes in the pass. Extends:
+        the prompt chunks of prefilling requests, causal over their cached prefix."""
         device = fb.input_ids.device
         table = fb.req_to_token
         rows_cpu = fb.req_pool_indices.tolist()
-        decode_b = [b for b, e in enumerate(fb.extend_lens_cpu) if e == 1]
-        meta = TorchAttentionMetadata(None, None, None)
-        if decode_b:
-            starts = torch.tensor(fb.extend_lens_cpu, device=device).cumsum(0) - torch.tensor(
-                fb.extend_lens_cpu, device=device)
-            meta.decode_rows = starts[decode_b]
-        if decode_b and self.paged_decode is not None:
-            meta.decode_req_rows = fb.req_pool_indices[decode_b].numpy()
-            meta.decode_seq_lens = np.array([fb.seq_lens_cpu[b] for b in decode_b], dtype=np.int64)
-            meta.decode_table = fb.req_to_token.numpy()
-            meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
-        elif decode_b:
-            seq = torch.tensor([fb.seq_lens_cpu[b] for b in decode_b], device=device)
-            L = int(seq.max())
-            req_rows = fb.req_pool_indices[decode_b]
-            slots = table[req_rows, :L].to(torch.int64)                              # [Bd, L]
-            valid = torch.arange(L, device=device)[None, :] < seq[:, None]           # [Bd, L]
-            meta.decode_slots = torch.where(valid, slots, torch.zeros_like(slots))
-            meta.decode_mask = valid[:, None, None, :]
+        q_rows, q_req_rows, q_seq_lens = [], [], []
         offset = 0
+        meta = TorchAttentionMetadata(None, None, None)
         for b, (p, e) in enumerate(zip(fb.prefix_lens_cpu, fb.extend_lens_cpu)):
-            if e > 1:
+            if e == 1 or b >= fb.num_prefill:
+                q_rows.extend(range(offset, offset + e))
+                q_req_rows.extend([rows_cpu[b]] * e)
+                q_seq_lens.extend(range(p + 1, p + e + 1))
+            else:
                 L = p + e
                 kv = table[rows_cpu[b], :L].to(torch.int64)
                 mask = None
@@ -109,6 +102,26 @@ class TorchAttentionBackend(AttentionBackend):
                     mask = torch.arange(L, device=device)[None, :] <= q_pos[:, None]  # [E, L]
                 meta.extends.append(ExtendRun(offset, e, kv, mask))
             offset += e
+        if q_rows:
+            meta.decode_rows = torch.tensor(q_rows, dtype=torch.int64, device=device)
+        if q_rows and self.paged_decode is not None:
+            meta.decode_req_rows = np.array(q_req_rows, dtype=np.int64)
+            meta.decode_seq_lens = np.array(q_seq_lens, dtype=np.int64)
+            meta.decode_table = fb.req_to_token.numpy()
+            # a request's rows attend exactly as its one-row decode would: the kernel's entry point and the cascade
+            # are chosen by the number of distinct requests, not of rows
+            distinct = len(set(q_req_rows))
+            meta.decode_parallel = distinct * self.kv_pool.k_buffer[0].shape[1] >= self._parallel_min_jobs
+            if distinct > 1:
+                meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
+        elif q_rows:
+            seq = torch.tensor(q_seq_lens, device=device)
+            L = int(seq.max())
+            req_rows = torch.tensor(q_req_rows, dtype=torch.int64, device=device)
+            slots = table[req_rows, :L].to(torch.int64)                              # [Bd, L]
+            valid = torch.arange(L, device=device)[None, :] < seq[:, None]           # [Bd, L]
+            meta.decode_slots = torch.where(valid, slots, torch.zeros_like(slots))
+            meta.decode_mask = valid[:, None, None, :]
         fb.attn_metadata = meta
 
     def forward(self, q, k, v, layer_id, fb, scale):
@@ -143,7 +156,8 @@ class TorchAttentionBackend(AttentionBackend):
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
             return self.paged_decode(q, k_buf, v_buf, self._k_bits[layer_id], self._v_bits[layer_id],
-                                     m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots)
+                                     m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots,
+                                     m.decode_parallel)
         shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
         keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
         values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)

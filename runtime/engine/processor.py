@@ -47,31 +47,38 @@ class StepProcessor:
             lp = s.logprobs[j] if s.logprobs else None
             top = s.top_logprobs[j] if s.top_logprobs else []
             self._append(req, s.token_ids[j], lp, top)
-            if req.draft:
-                self._verify(req, out.logits, out.sample_rows[idx[j]])
-            if not req.finished and req.matcher is not None and self.jump_forward is not None \
-                    and not req.return_logprob:
-                forced = self.jump_forward(req)  # the matcher is already past all of them
-                for k, tok in enumerate(forced[:req.remaining_new_tokens]):
-                    self._append(req, tok, None, [], forced=True, last_forced=k == len(forced) - 1)
-                    if req.finished:
-                        break
+            first = out.sample_rows[idx[j]]
+            while not self._jump_forward(req) and req.draft_accepted < len(req.draft):
+                if not self._accept_draft(req, out.logits, first):
+                    break
 
-    def _verify(self, req: Req, logits: torch.Tensor, first_row: int) -> None:
-        """Accepts draft tokens while each equals the token just sampled before it; every accepted one is followed
-        by a token sampled from its own row (the last one the bonus). The sampler draws once per emitted token,
-        in order, with the request's live state (grammar, penalties, counts): the same tokens as decoding one by
-        one. Accepted draft tokens' K/V, computed in this pass, become the request's."""
-        for i, tok in enumerate(req.draft):
-            if req.finished or req.output_ids[-1] != tok:
-                return
-            req.draft_accepted += 1
-            req.spec_accepted_tokens += 1
-            req.kv_len += 1
-            row = first_row + 1 + i
-            s = self.sampler.sample(logits[[row]], [req])   # a copy: the sampler writes masks into it
-            self._append(req, s.token_ids[0], s.logprobs[0] if s.logprobs else None,
-                         s.top_logprobs[0] if s.top_logprobs else [])
+    def _jump_forward(self, req: Req) -> bool:
+        """Appends the tokens req's grammar forces next, if any (the matcher is already past them). True if any."""
+        if req.finished or req.matcher is None or self.jump_forward is None or req.return_logprob:
+            return False
+        forced = self.jump_forward(req)
+        for k, tok in enumerate(forced[:req.remaining_new_tokens]):
+            self._append(req, tok, None, [], forced=True, last_forced=k == len(forced) - 1)
+            if req.finished:
+                break
+        return bool(forced)
+
+    def _accept_draft(self, req: Req, logits: torch.Tensor, first_row: int) -> bool:
+        """Accepts req's next draft token if it equals the token just sampled before it, then samples the token
+        after it from its own row (the ordinary sampler with the request's live state: one draw per emitted token,
+        so the output is the one decoding token by token gives). False when the draft ends here. The caller stops
+        at jump-forward text, which decoding would append instead of sampling."""
+        i = req.draft_accepted
+        if req.finished or req.output_ids[-1] != req.draft[i]:
+            return False
+        req.draft_accepted += 1
+        req.spec_accepted_tokens += 1
+        req.kv_len += 1                     # the accepted token's K/V was computed in this pass
+        row = first_row + 1 + i
+        s = self.sampler.sample(logits[[row]], [req])   # a copy: the sampler writes masks into it
+        self._append(req, s.token_ids[0], s.logprobs[0] if s.logprobs else None,
+                     s.top_logprobs[0] if s.top_logprobs else [])
+        return True
 
     def _append(self, req: Req, tok: int, logprob: float | None, top: list, forced: bool = False,
                 last_forced: bool = False) -> None:

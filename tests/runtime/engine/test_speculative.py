@@ -112,3 +112,40 @@ def test_options_are_validated(make_engine):
         make_engine(speculative_algorithm="eagle")
     with pytest.raises(ValueError, match="speculative_num_draft_tokens"):
         make_engine(speculative_algorithm="ngram", speculative_num_draft_tokens=0)
+
+
+@pytest.mark.slow
+def test_real_model_extraction_identical_with_speculation(real_model):
+    """The real model on the bundled reports (the main job's program): greedy JSON outputs are token for token
+    the same with speculation on and off, and drafts from the reports are accepted."""
+    import json
+    from pathlib import Path
+
+    from sglite.protocol import json_schema_text
+    from sglite.runtime.engine import Engine
+
+    root = Path(__file__).resolve().parents[3]
+    docs = [json.loads(line) for line in (root / "examples/data/reports.jsonl").read_text().splitlines()[:3]]
+    schema = {"type": "object", "properties": {
+        "company": {"type": "string"}, "period": {"type": "string"},
+        "revenue": {"type": "number"}, "currency": {"type": "string"},
+        "highlights": {"type": "array", "items": {"type": "string"}, "maxItems": 3}},
+        "required": ["company", "period", "revenue", "currency", "highlights"]}
+    tok = real_model.tokenizer
+    prompts = [tok.apply_chat_template([
+        {"role": "system", "content": "Extract the fields as JSON: " + json_schema_text(schema)},
+        {"role": "user", "content": d["text"]}]) for d in docs]
+    for text_schema in (schema, None):
+        sp = {"temperature": 0, "max_new_tokens": 160}
+        if text_schema is not None:
+            sp["json_schema"] = text_schema
+        outs = {}
+        for spec in (None, "ngram"):
+            with Engine(real_model, speculative_algorithm=spec) as engine:
+                outs[spec] = [engine.generate(p, sp) for p in prompts]
+        assert [o["output_ids"] for o in outs["ngram"]] == [o["output_ids"] for o in outs[None]]
+        accepted = sum(o["meta_info"]["spec_accepted_tokens"] for o in outs["ngram"])
+        assert accepted > 0
+        passes_on = sum(o["meta_info"]["decode_passes"] for o in outs["ngram"])
+        passes_off = sum(o["meta_info"]["decode_passes"] for o in outs[None])
+        assert passes_on < passes_off

@@ -55,6 +55,21 @@ def test_invalid_requests_raise_before_queueing(make_engine, bad):
     assert e.generate("hi", GREEDY)["meta_info"]["completion_tokens"] == 8  # still serving
 
 
+def test_bad_values_name_their_field(make_engine):
+    from sglite.protocol import RequestError
+
+    e = make_engine()
+    for kwargs, param in [(dict(sampling_params={"temperature": -1}), "temperature"),
+                          (dict(sampling_params={"regex": "([0-9]"}), "regex"),
+                          (dict(sampling_params={"json_schema": {"type": "object", "patternProperties": {"a": {}},
+                                                                 "unevaluatedProperties": False}}), "json_schema"),
+                          (dict(top_logprobs_num=-1), "top_logprobs_num")]:
+        with pytest.raises(RequestError) as info:
+            e.generate("hi", **{"sampling_params": GREEDY, **kwargs})
+        assert info.value.param == param, (kwargs, info.value)
+    assert not e.core.has_work()
+
+
 def test_prompt_longer_than_context(make_engine):
     e = make_engine(max_context=32)
     with pytest.raises(ValueError, match="context"):

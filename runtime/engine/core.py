@@ -76,6 +76,10 @@ class EngineCore:
         request that cannot fit, or a grammar that does not compile. Thread-safe."""
         ids = self._prompt_ids(request)
         p = self._fit(request.params, len(ids))
+        top_id = max((t for t, _ in p.logit_bias), default=-1) if p.logit_bias else -1
+        if top_id >= self.vocab_size:
+            raise RequestError("logit_bias", "invalid_value",
+                               f"logit_bias names token {top_id}; the vocabulary has {self.vocab_size} tokens")
         grammar = self.grammar.compile(p)
         reqs = []
         for i, rid in enumerate(request.sample_ids()):
@@ -86,7 +90,8 @@ class EngineCore:
                             logprob_start_len=request.logprob_start_len, top_logprobs_num=request.top_logprobs_num,
                             generator=None if p.is_greedy else self._generator(seed),
                             matcher=grammar.matcher() if grammar is not None else None,
-                            stop_checker=StopChecker(self.tokenizer, p.stop, p.skip_special_tokens, p.no_stop_trim)))
+                            stop_checker=StopChecker(self.tokenizer, p.stop, p.skip_special_tokens, p.no_stop_trim,
+                                                     p.stop_regex)))
         return reqs
 
     def _generator(self, seed: int) -> torch.Generator:

@@ -63,11 +63,23 @@ def test_bad_values_name_their_field(make_engine):
                           (dict(sampling_params={"regex": "([0-9]"}), "regex"),
                           (dict(sampling_params={"json_schema": {"type": "object", "patternProperties": {"a": {}},
                                                                  "unevaluatedProperties": False}}), "json_schema"),
+                          (dict(sampling_params={"logit_bias": {10**7: 5.0}}), "logit_bias"),
                           (dict(top_logprobs_num=-1), "top_logprobs_num")]:
         with pytest.raises(RequestError) as info:
             e.generate("hi", **{"sampling_params": GREEDY, **kwargs})
         assert info.value.param == param, (kwargs, info.value)
     assert not e.core.has_work()
+
+
+def test_stop_regex_ends_generation(make_engine):
+    e = make_engine()
+    full = e.generate("Once upon a time", {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True})
+    target = full["text"][5:8]
+    import re
+    out = e.generate("Once upon a time", {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True,
+                                          "stop_regex": re.escape(target)})
+    assert out["meta_info"]["finish_reason"]["type"] == "stop" and target in out["text"]
+    assert len(out["output_ids"]) < len(full["output_ids"])
 
 
 def test_prompt_longer_than_context(make_engine):

@@ -391,6 +391,8 @@ class StreamChunk:
     decode_passes: int = 0          # forward passes in which this request sampled or verified tokens
     spec_accepted_tokens: int = 0   # of completion_tokens, draft tokens accepted (speculative decoding)
     finish_reason: FinishReason | None = None
+    ttft: float | None = None          # last chunk only: seconds from submission to the first output token
+    e2e_latency: float | None = None   # last chunk only: seconds from submission to the end
 
     @property
     def finished(self) -> bool:

@@ -68,7 +68,9 @@ class RequestHandle:
             self._ttft = now - self._t0
         self._chunks.append(chunk)
         if chunk.finished:
-            self._output = _assemble(self.rid, self._chunks, self.return_logprob, now - self._t0, self._ttft)
+            e2e = chunk.e2e_latency if chunk.e2e_latency is not None else now - self._t0
+            ttft = chunk.ttft if chunk.e2e_latency is not None else self._ttft
+            self._output = _assemble(self.rid, self._chunks, self.return_logprob, e2e, ttft)
             self._chunks = []
         return chunk
 

@@ -1,6 +1,8 @@
 """StreamChunks from a Req: what a step added since the request's last chunk. Runs on the engine's thread."""
 from __future__ import annotations
 
+import time
+
 from sglite.protocol import StreamChunk
 
 from .request import Req
@@ -23,10 +25,15 @@ def take_chunk(req: Req, tokenizer) -> StreamChunk | None:
             inp_top = _top_with_text(tokenizer, req.input_top_logprobs)
         req.sent_logprobs, req.sent_input_logprobs = len(req.output_token_logprobs), True
     req.sent_ids = len(req.output_ids)
+    ttft = e2e = None
+    if req.finished:   # timed on the engine's side: a caller may read its chunks much later
+        e2e = (req.finished_time or time.perf_counter()) - req.created
+        ttft = req.first_token_time - req.created if req.first_token_time is not None else None
     return StreamChunk(req.rid, text, ids, new_lp, new_top, inp, inp_top, prompt_tokens=req.prompt_len,
                        completion_tokens=len(req.output_ids), cached_tokens=req.cached_tokens,
                        forced_tokens=req.forced_tokens, decode_passes=req.decode_passes,
-                       spec_accepted_tokens=req.spec_accepted_tokens, finish_reason=req.finish_reason)
+                       spec_accepted_tokens=req.spec_accepted_tokens, finish_reason=req.finish_reason,
+                       ttft=ttft, e2e_latency=e2e)
 
 
 def _with_text(tokenizer, pairs: list[tuple[float | None, int]]) -> tuple:

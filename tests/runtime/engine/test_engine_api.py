@@ -71,6 +71,14 @@ def test_bad_values_name_their_field(make_engine):
     assert not e.core.has_work()
 
 
+def test_latencies_are_timed_by_the_engine(make_engine):
+    """A batch's requests prefill together: every first token comes before any request ends, however late the
+    caller reads each result."""
+    e = make_engine()
+    metas = [o["meta_info"] for o in e.generate(["a b", "c d", "e f", "g h"], {**GREEDY, "ignore_eos": True})]
+    assert max(m["ttft"] for m in metas) < min(m["e2e_latency"] for m in metas)
+
+
 def test_stop_regex_ends_generation(make_engine):
     e = make_engine()
     full = e.generate("Once upon a time", {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True})

@@ -12,11 +12,12 @@ and whether the outputs are identical with speculation on and off (greedy: they 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from vs_llamacpp import load_example   # bench/ is on sys.path when this script runs
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT_PROMPTS = [
@@ -25,15 +26,6 @@ CHAT_PROMPTS = [
     "List five ideas for a weekend trip near the mountains, with one sentence each.",
     "What are the pros and cons of working from home?",
 ]
-
-
-def load_example():
-    path = ROOT / "examples" / "financial_report_extraction.py"
-    spec = importlib.util.spec_from_file_location("financial_report_extraction", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # pydantic resolves the string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def run_side(example, docs: list[dict], b1_docs: list[dict], options: dict[str, Any]) -> dict[str, Any]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import queue
-import time
 from typing import Any, AsyncIterator, Callable, Iterator
 
 from sglite.protocol import GenerateOutput, StreamChunk
@@ -22,8 +21,6 @@ class RequestHandle:
         self._aloop = aloop
         self._pump = pump            # inline engines: one engine step
         self._queue: Any = asyncio.Queue() if aloop is not None else queue.SimpleQueue()
-        self._t0 = time.perf_counter()
-        self._ttft: float | None = None
         self._chunks: list[StreamChunk] = []
         self._output: GenerateOutput | None = None
 
@@ -63,19 +60,15 @@ class RequestHandle:
         return self._output
 
     def _record(self, chunk: StreamChunk) -> StreamChunk:
-        now = time.perf_counter()
-        if self._ttft is None and chunk.new_token_ids:
-            self._ttft = now - self._t0
         self._chunks.append(chunk)
         if chunk.finished:
-            e2e = chunk.e2e_latency if chunk.e2e_latency is not None else now - self._t0
-            ttft = chunk.ttft if chunk.e2e_latency is not None else self._ttft
-            self._output = _assemble(self.rid, self._chunks, self.return_logprob, e2e, ttft)
+            self._output = _assemble(self.rid, self._chunks, self.return_logprob)
             self._chunks = []
         return chunk
 
 
-def _assemble(rid: str, chunks: list[StreamChunk], with_lp: bool, e2e: float, ttft: float | None) -> GenerateOutput:
+def _assemble(rid: str, chunks: list[StreamChunk], with_lp: bool) -> GenerateOutput:
+    """The output from a sample's chunks; the last one carries the totals and the engine-side latencies."""
     last = chunks[-1]
     return GenerateOutput(
         rid=rid, text="".join(c.text_delta for c in chunks),
@@ -86,4 +79,4 @@ def _assemble(rid: str, chunks: list[StreamChunk], with_lp: bool, e2e: float, tt
         input_top_logprobs=tuple(x for c in chunks for x in c.input_top_logprobs) if with_lp else None,
         output_token_logprobs=tuple(x for c in chunks for x in c.new_token_logprobs) if with_lp else None,
         output_top_logprobs=tuple(x for c in chunks for x in c.new_top_logprobs) if with_lp else None,
-        e2e_latency=e2e, ttft=ttft)
+        e2e_latency=last.e2e_latency, ttft=last.ttft)

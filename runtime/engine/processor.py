@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from sglite.protocol import ABORT_GRAMMAR, FinishReason
-
 import torch
+
+from sglite.protocol import ABORT_GRAMMAR, FinishReason
 
 from .grammar_masks import GrammarMasks
 from .model_runner import ForwardOutput, ScheduledBatch

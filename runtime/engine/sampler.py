@@ -49,8 +49,8 @@ class Sampler:
             token_ids = logits.argmax(dim=-1)
         else:
             token_ids = torch.empty(B, dtype=torch.int64, device=logits.device)
-        if greedy and len(greedy) < B:
-            token_ids[greedy] = logits[greedy].argmax(dim=-1)
+            if greedy:
+                token_ids[greedy] = logits[greedy].argmax(dim=-1)
         sampled = [i for i, r in enumerate(reqs) if not r.params.is_greedy]
         if sampled:
             token_ids[sampled] = self._sample_rows(logits[sampled], [reqs[i] for i in sampled])

@@ -15,11 +15,11 @@ from typing import Any
 
 import torch
 
+from sglite.protocol import ABORT_BY_CLIENT, FinishReason
+
 from .config import EngineConfig
 from .kv_manager import KVManager
 from .model_runner import ScheduledBatch
-from sglite.protocol import ABORT_BY_CLIENT, FinishReason
-
 from .request import Req, ReqStatus
 
 # admission keeps this fraction of each admitted request's remaining output budget (capped) free for decode

@@ -15,7 +15,12 @@ from .parser.grammar import Grammar
 from .schema.compiler import SchemaCompiler
 from .vocab.token_index import TokenIndex
 
-WHITESPACE_MODES = ("any", "compact")
+WHITESPACE_MODES = ("any", "compact", "standard", "flexible")
+# generation-mode whitespace as lexemes (see GrammarIR): "standard" reads one space after every ':' and ',';
+# "flexible" allows, wherever JSON allows whitespace inside the value, one run of it: a space, or one or two
+# newlines and an indent of at most 20 spaces/tabs (llama.cpp's JSON grammars bound whitespace alike)
+_SEPARATOR = " "
+_WS_RUN = r"( |\n\n?[ \t]{0,20})"
 PROPERTY_ORDERS = ("any", "schema")
 
 
@@ -60,22 +65,24 @@ class GrammarCompiler:
             raise GrammarError(f"regex must be a str, got {type(pattern).__name__}")
 
         def build() -> Grammar:
-            dfa = self._dfas.get(("regex", pattern))
-            if dfa is None:
-                try:
-                    dfa = self._dfas[("regex", pattern)] = lower_char_fsm(regex_to_char_fsm(pattern), False)
-                except OverflowError as e:
-                    raise GrammarError(f"regex {pattern!r}: {e}") from None
+            dfa = self._regex_dfa(pattern)
             # a regex is one lexeme: the IR's only node
             return Grammar("regex", pattern, self.index, GrammarIR((LexNode(dfa, source=f"/{pattern}/"),), 0))
         return self._cached(("regex", pattern, self.tokenizer.name), build)
 
-    def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any") -> Grammar:
+    def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any",
+                            close_objects: bool = False) -> Grammar:
         """Grammar for JSON documents valid under `schema` (dict, JSON text, or a pydantic model class).
-        `whitespace`: "any" accepts every JSON text of a valid value (any whitespace, any escapes); "compact"
-        is the generation mode: no whitespace and no needless escapes, so more text is forced.
+        `whitespace`: "any" accepts every JSON text of a valid value (any whitespace, any escapes): the exact
+        matcher. The others are generation modes, with no needless escapes (so more text is forced):
+        "compact" writes no whitespace at all, "standard" one space after each ':' and ',' (`{"a": 1, "b": 2}`,
+        Python's json.dumps style), "flexible" allows one bounded whitespace run wherever JSON allows whitespace
+        inside the value (a space, or a newline and an indent).
         `property_order`: "any" accepts an object's properties in any order; "schema" (generation) writes named
-        properties in the order the schema lists them, required ones never skipped, other names after them."""
+        properties in the order the schema lists them, required ones never skipped, other names after them.
+        `close_objects` (generation): an object schema that declares `properties` or `patternProperties` but
+        says nothing of `additionalProperties` gets no other names (as OpenAI's structured outputs and
+        xgrammar's strict mode do); `additionalProperties: true` or a schema keeps them."""
         if whitespace not in WHITESPACE_MODES:
             raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
@@ -86,16 +93,36 @@ class GrammarCompiler:
 
         def build() -> Grammar:
             _check_schema(schema)
-            canonical = whitespace == "compact"
-            sc = SchemaCompiler(schema, self._dfas, canonical=canonical)
+            canonical = whitespace != "any"
+            sc = SchemaCompiler(schema, self._dfas, canonical=canonical, close_objects=close_objects)
             try:
                 root = sc.compile(schema, "#")
             except RecursionError:
                 raise GrammarError("schema nests too deeply to compile (limit: Python recursion)") from None
-            ir = GrammarIR(tuple(sc.nodes), root, whitespace=JSON_WS if whitespace == "any" else frozenset(),
-                           canonical=canonical, ordered=property_order == "schema")
+            nodes = list(sc.nodes)
+            separator = ws_run = None
+            if whitespace == "standard":
+                separator = len(nodes)
+                nodes.append(LexNode(self._regex_dfa(_SEPARATOR), source='" "'))
+            elif whitespace == "flexible":
+                ws_run = len(nodes)
+                nodes.append(LexNode(self._regex_dfa(_WS_RUN), source=f"/{_WS_RUN}/"))
+            ir = GrammarIR(tuple(nodes), root, whitespace=JSON_WS if whitespace == "any" else frozenset(),
+                           canonical=canonical, ordered=property_order == "schema", separator=separator,
+                           ws_run=ws_run)
             return Grammar("json_schema", spec, self.index, ir)
-        return self._cached(("json_schema", spec, whitespace, property_order, self.tokenizer.name), build)
+        return self._cached(("json_schema", spec, whitespace, property_order, close_objects, self.tokenizer.name),
+                            build)
+
+    def _regex_dfa(self, pattern: str):
+        """The byte DFA of a full-match regex, shared between grammars."""
+        dfa = self._dfas.get(("regex", pattern))
+        if dfa is None:
+            try:
+                dfa = self._dfas[("regex", pattern)] = lower_char_fsm(regex_to_char_fsm(pattern), False)
+            except OverflowError as e:
+                raise GrammarError(f"regex {pattern!r}: {e}") from None
+        return dfa
 
 
 def _load_schema(schema: Any) -> Any:

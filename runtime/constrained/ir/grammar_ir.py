@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Optional
 
 from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
 from .printer import format_rules
@@ -20,10 +21,20 @@ class GrammarIR:
     whitespace: frozenset[int] = frozenset()    # bytes skipped before values and around punctuation
     canonical: bool = False     # strings without needless escapes (object-name DFAs built later follow it)
     ordered: bool = False       # object properties in the schema's order (see parser/object_keys.py)
+    # bounded whitespace in generation, as lexeme nodes (`whitespace` is then empty):
+    separator: Optional[int] = None     # a LexNode read right after every ':' and ',' ("standard": one space)
+    ws_run: Optional[int] = None        # a LexNode for one run of whitespace, allowed wherever JSON allows it
+                                        # inside the root value ("flexible"); runs never follow each other
 
     def __post_init__(self):
-        if not 0 <= self.root < len(self.nodes):
-            raise ValueError(f"root {self.root} is not a node index (there are {len(self.nodes)} nodes)")
+        for name in ("root", "separator", "ws_run"):
+            i = getattr(self, name)
+            if i is not None and not 0 <= i < len(self.nodes):
+                raise ValueError(f"{name} {i} is not a node index (there are {len(self.nodes)} nodes)")
+        for name in ("separator", "ws_run"):
+            i = getattr(self, name)
+            if i is not None and not isinstance(self.nodes[i], LexNode):
+                raise ValueError(f"{name} {i} is not a lexeme node")
 
     @cached_property
     def satisfiable(self) -> tuple[bool, ...]:
@@ -31,7 +42,7 @@ class GrammarIR:
         return _satisfiable(self.nodes)
 
     def __str__(self) -> str:
-        return format_rules(self.nodes, self.root, self.whitespace, self.ordered)
+        return format_rules(self.nodes, self.root, self.whitespace, self.ordered, self.separator, self.ws_run)
 
 
 def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:

@@ -11,7 +11,8 @@ reaches them. A lexeme shows the regex (`/.../`), literal or words it was built 
 `members(...)` is an object's comma-separated `name: value` pairs, each name at most once, in any order (or
 `in order`, the schema's): `"name"?` marks an optional property, `*` any other name, `/p/*` other names
 matching pattern p; `items(a, b, c*)` is an array's comma-separated items (a, then b, then any number of c);
-`{m,n}` after either bounds the count; `%ignore` is the whitespace allowed between structural tokens."""
+`{m,n}` after either bounds the count; `%ignore` is the whitespace allowed between structural tokens,
+`%ignore-once` the same for at most one run at a time, `%after ':' ','` what is written after each of them."""
 from __future__ import annotations
 
 import json
@@ -23,7 +24,8 @@ _KIND = {LexNode: "lexeme", ObjectNode: "object", ArrayNode: "array", UnionNode:
 _ESCAPES = {9: r"\t", 10: r"\n", 13: r"\r"}
 
 
-def format_rules(nodes: tuple[Node, ...], root: int, whitespace: frozenset[int], ordered: bool) -> str:
+def format_rules(nodes: tuple[Node, ...], root: int, whitespace: frozenset[int], ordered: bool,
+                 separator: Optional[int] = None, ws_run: Optional[int] = None) -> str:
     """The rules of the nodes reachable from `root`, one per line (deterministic for equal IRs)."""
     order = _reachable(nodes, root)
 
@@ -33,6 +35,10 @@ def format_rules(nodes: tuple[Node, ...], root: int, whitespace: frozenset[int],
     lines = [f"{name(i)} ::= {_body(nodes[i], name, ordered)}" for i in order]
     if whitespace:
         lines.append("%ignore /[" + "".join(_ESCAPES.get(b, chr(b)) for b in sorted(whitespace)) + "]+/")
+    if separator is not None:
+        lines.append(f"%after ':' ',' {nodes[separator].source}")
+    if ws_run is not None:
+        lines.append(f"%ignore-once {nodes[ws_run].source}")
     return "\n".join(lines)
 
 

@@ -65,8 +65,15 @@ class Arr(NamedTuple):
     kind: str = "A"
 
 
-Frame = End | Value | Lex | Key | Obj | Arr
+class Ran(NamedTuple):
+    """Right after a bounded whitespace run (`Parser.ws_run`), on top of the structural frame the run was in:
+    another run may not start here; any other byte goes to the frame below."""
+    kind: str = "R"
+
+
+Frame = End | Value | Lex | Key | Obj | Arr | Ran
 Stack = tuple     # tuple[Frame, ...], bottom first
 END = End()
+RAN = Ran()
 LEXEMES = (Lex, Key)            # frames inside a lexeme (a DFA runs on their bytes)
 STRUCTURAL = (Value, Obj, Arr)  # frames whose whitespace leaves the stack as it is

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
-from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OPEN, OBJ_VALUED, Arr, End, Key,
-                     Lex, Obj, Stack, Value)
+from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OPEN, OBJ_VALUED, RAN, Arr, End,
+                     Key, Lex, Obj, Ran, Stack, Value)
 from .object_keys import ObjectKeys
 
 _CACHE_LIMIT = 8_192
@@ -16,8 +16,15 @@ class Parser:
     frames most bytes create (Lex without a character count, Key, Value), made once per (node, DFA state) and
     shared: building a NamedTuple costs ~5x a plain tuple, and shared frames compare by identity."""
 
-    def __init__(self, nodes: list[Node], sat: list[bool], ws: frozenset, keys: ObjectKeys):
+    def __init__(self, nodes: list[Node], sat: list[bool], ws: frozenset, keys: ObjectKeys,
+                 separator: int | None = None, ws_run: int | None = None):
+        # whitespace (see GrammarIR): `ws` bytes are skipped anywhere, unbounded; `separator` is a lexeme read
+        # after every ':' and ','; a byte of `run_bytes` at a structural position inside the root value enters
+        # the `ws_run` lexeme, which no second run may follow
         self.nodes, self.sat, self.ws, self.keys = nodes, sat, ws, keys
+        self.separator, self.ws_run = separator, ws_run
+        self.run_bytes = frozenset(nodes[ws_run].dfa.live_bytes(nodes[ws_run].dfa.start)) \
+            if ws_run is not None else frozenset()
         self._next: dict[Stack, frozenset] = {}
         # per node id, filled on first use: Lex frames (nchars 0) / Key frames by DFA state; the Value frame
         self._lex: list[list | None] = [None] * len(nodes)
@@ -78,7 +85,7 @@ class Parser:
                     f = frames[ns] if frames is not None else None
                     out.append(rest + (f if f is not None else self.lex_frame(nid, ns),))
             if dfa.accepting_list[s]:
-                out.extend(self.step(rest, b))
+                out.extend(self.step(rest if nid != self.ws_run else rest + (RAN,), b))
             return out
         if k is Key:
             nid = top.node
@@ -97,11 +104,15 @@ class Parser:
         if k is Value:
             if b in self.ws:
                 return [stack]
+            if b in self.run_bytes and len(stack) > 2:
+                return self._enter_run(stack, b)
             return self._start_value(rest, top.node, b)
         if k is Obj:
             return self._step_object(stack, b)
         if k is Arr:
             return self._step_array(stack, b)
+        if k is Ran:
+            return [] if b in self.run_bytes else self.step(rest, b)
         return []   # End: nothing may follow the value
 
     def _step_object(self, stack: Stack, b: int) -> list[Stack]:
@@ -109,6 +120,8 @@ class Parser:
         nid, phase, seen, nk = top.node, top.phase, top.seen, top.nkeys
         if b in self.ws:
             return [stack]
+        if b in self.run_bytes:
+            return self._enter_run(stack, b)
         if (phase == OBJ_OPEN or phase == OBJ_COMMA) and b == 0x22:
             dfa = self.keys.dfa(nid)
             ns = dfa.table_list[dfa.start][b]
@@ -118,9 +131,10 @@ class Parser:
         if (phase == OBJ_OPEN or phase == OBJ_VALUED) and b == 0x7D:    # '}'
             return [rest] if self.keys.can_close(self.nodes[nid], seen, nk) else []
         if phase == OBJ_NAMED and b == 0x3A:                              # ':'
-            return [rest + (Obj(nid, OBJ_VALUED, seen, nk), self.value_frame(top.value))]
+            return [self._separated(rest + (Obj(nid, OBJ_VALUED, seen, nk), self.value_frame(top.value)))]
         if phase == OBJ_VALUED and b == 0x2C:                             # ','
-            return [rest + (Obj(nid, OBJ_COMMA, seen, nk),)] if self.keys.choices(nid, seen, nk) else []
+            return [self._separated(rest + (Obj(nid, OBJ_COMMA, seen, nk),))] \
+                if self.keys.choices(nid, seen, nk) else []
         return []
 
     def _step_array(self, stack: Stack, b: int) -> list[Stack]:
@@ -128,11 +142,13 @@ class Parser:
         phase, i = top.phase, top.index
         if b in self.ws:
             return [stack]
+        if b in self.run_bytes:
+            return self._enter_run(stack, b)
         node = self.nodes[top.node]
         hi = self._max_items(node)
         if phase == ARR_ITEM:
             if b == 0x2C:
-                return [rest + (Arr(top.node, ARR_COMMA, i),)] if (hi is None or i < hi) else []
+                return [self._separated(rest + (Arr(top.node, ARR_COMMA, i),))] if (hi is None or i < hi) else []
             if b == 0x5D:
                 return [rest] if i >= node.min_items else []
             return []
@@ -144,6 +160,16 @@ class Parser:
         cap = max(len(node.prefix), node.min_items) + 1
         nxt = i + 1 if (node.max_items is not None or i + 1 <= cap) else cap
         return self._start_value(rest + (Arr(top.node, ARR_ITEM, nxt),), item, b)
+
+    def _separated(self, stack: Stack) -> Stack:
+        """`stack` right after a ':' or ',', with the separator lexeme to read first if there is one."""
+        if self.separator is None:
+            return stack
+        return stack + (self.lex_frame(self.separator, self.nodes[self.separator].dfa.start),)
+
+    def _enter_run(self, stack: Stack, b: int) -> list[Stack]:
+        """`stack` (structural on top) after byte `b` starts a whitespace run."""
+        return self.step(stack + (self.lex_frame(self.ws_run, self.nodes[self.ws_run].dfa.start),), b)
 
     def _start_value(self, below: Stack, nid: int, b: int, visiting: frozenset = frozenset()) -> list[Stack]:
         if not self.sat[nid] or nid in visiting:   # `visiting`: unions that refer back to themselves
@@ -210,14 +236,14 @@ class Parser:
         it cannot."""
         top = stack[-1]
         if type(top) is Lex:
-            return stack[:-1] if self.nodes[top.node].dfa.accepting_list[top.state] else None
+            return self.finish(stack, top.state) if self.nodes[top.node].dfa.accepting_list[top.state] else None
         return self.finish(stack, top.state) if self.keys.dfa(top.node).accepting_list[top.state] else None
 
     def finish(self, stack: Stack, s: int) -> Stack | None:
         """The stack after the top lexeme ends in accepting DFA state s; None if that name is not allowed."""
         top = stack[-1]
         if type(top) is Lex:
-            return stack[:-1]
+            return stack[:-1] if top.node != self.ws_run else stack[:-1] + (RAN,)
         obj = stack[-2]
         done = self.keys.finish(top.node, obj.seen, obj.nkeys, s)
         if done is None:
@@ -249,18 +275,20 @@ class Parser:
             dfa = self.keys.dfa(top.node)
             out = set(dfa.live_bytes(top.state))
             if dfa.accepting_list[top.state]:
-                out |= set(self.ws) | {0x3A}
+                out |= set(self.ws) | self.run_bytes | {0x3A}
             return out
         if k is Value:
-            return set(self.ws) | self._first(top.node, set())
+            return set(self.ws) | self.run_bytes | self._first(top.node, set())
         if k is Obj:
-            return set(self.ws) | {0x22, 0x7D, 0x3A, 0x2C}
+            return set(self.ws) | self.run_bytes | {0x22, 0x7D, 0x3A, 0x2C}
         if k is Arr:
             node = self.nodes[top.node]
-            out = set(self.ws) | {0x2C, 0x5D}
+            out = set(self.ws) | self.run_bytes | {0x2C, 0x5D}
             for p in list(node.prefix) + ([node.items] if node.items is not None else []):
                 out |= self._first(p, set())
             return out
+        if k is Ran:
+            return self._candidates(stack[:-1]) - self.run_bytes
         return set()
 
     def _first(self, nid: int, visiting: set) -> set[int]:

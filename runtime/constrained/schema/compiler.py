@@ -41,9 +41,10 @@ class SchemaCompiler:
     """One compilation: a root schema document -> IR nodes and the root's index. `nodes` only grows; a node's
     index is final once added (a `$ref` slot is added first and filled when its target is compiled)."""
 
-    def __init__(self, root: Any, dfa_cache: dict, canonical: bool = False):
+    def __init__(self, root: Any, dfa_cache: dict, canonical: bool = False, close_objects: bool = False):
         self.doc = SchemaDocument(root)
         self.canonical = canonical   # generation mode: no needless escapes in strings, capped digit runs
+        self.close_objects = close_objects   # generation mode: see GrammarCompiler.compile_json_schema
         self.nodes: list[Node] = []
         self.refs: dict[str, int] = {}     # JSON pointer of a $ref target -> its node
         self.dfas = dfa_cache              # shared between compilations: keys name everything a DFA depends on

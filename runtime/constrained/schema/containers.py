@@ -27,7 +27,8 @@ def lower_object(sc: Lowerer, s: dict, ptr: str) -> int:
     """A value under a name must match its `properties` schema and every pattern the name matches; a name
     that is required (directly or by dependentRequired) but not listed gets its pattern/additional node."""
     props_s = s.get("properties", {})
-    add_s = s.get("additionalProperties", True)
+    declares_names = "properties" in s or "patternProperties" in s
+    add_s = s.get("additionalProperties", not (sc.close_objects and declares_names))
     additional = None if add_s is False else sc.compile(add_s, f"{ptr}/additionalProperties")
     pp = s.get("patternProperties") or {}
     if len(pp) > MAX_PATTERN_PROPERTIES:

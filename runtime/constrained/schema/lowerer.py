@@ -13,6 +13,7 @@ class Lowerer(Protocol):
     """One compilation in progress (implemented by SchemaCompiler). Node ids are indices into its node list."""
     doc: SchemaDocument     # the root document `$ref`s resolve in
     canonical: bool         # generation mode: no needless escapes in strings, capped digit runs
+    close_objects: bool     # generation mode: objects declaring names get no others unless the schema says so
 
     def add(self, node: Node) -> int:
         """Append `node`; returns its id."""

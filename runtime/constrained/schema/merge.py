@@ -105,7 +105,9 @@ def merge(doc: SchemaDocument, a: Any, b: Any, ptr: str, depth: int) -> Any:
         for name in list(pa) + [n for n in pb if n not in pa]:
             props[name] = merge(doc, pa.get(name, aa), pb.get(name, ab), ptr, depth + 1)
         out["properties"] = props
-        out["additionalProperties"] = merge(doc, aa, ab, ptr, depth + 1)
+        if "additionalProperties" in a or "additionalProperties" in b:
+            # (left out when neither side says: absent is `true`, and generation's closed objects still apply)
+            out["additionalProperties"] = merge(doc, aa, ab, ptr, depth + 1)
     if any(k in a or k in b for k in ("items", "prefixItems")):
         xa, ia = _tuple_items(a)
         xb, ib = _tuple_items(b)

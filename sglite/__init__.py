@@ -27,6 +27,7 @@ _LAZY = {
     "Runtime": "sglite.backend.runtime",
     "RuntimeEndpoint": "sglite.backend.runtime_endpoint",
     "OpenAI": "sglite.backend.openai",
+    "RayRuntime": "sglite.backend.ray_runtime",   # imports Ray only when started
     # engine (imports torch)
     "Engine": "sglite.runtime.engine",
 }

@@ -7,7 +7,7 @@ from typing import Any
 _LAZY = {
     "Backend": "base", "Prompt": "base", "Completion": "base", "UsageStats": "base",
     "EngineBackend": "engine_backend", "Runtime": "runtime", "RuntimeEndpoint": "runtime_endpoint",
-    "OpenAI": "openai",
+    "OpenAI": "openai", "RayRuntime": "ray_runtime",
 }
 
 

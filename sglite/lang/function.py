@@ -144,11 +144,16 @@ class SglFunction:
         defaults = _run_defaults(sampling)   # an unknown keyword: TypeError
         backend = backend or get_default_backend()
         calls = [{**self.bind_arguments, **kw} for kw in batch_kwargs]
+        prefix = ""
         if len(calls) > 1 and global_config.enable_precache_with_tracing:
             prefix = constant_prefix(self.func, calls, backend.chat_template(), defaults=defaults)
-            if prefix:
-                from ..backend.base import Prompt
-                backend.commit_prefix(Prompt(prefix))
+        run_elsewhere = getattr(backend, "run_programs", None)   # a backend that runs whole programs (RayRuntime)
+        if run_elsewhere is not None:
+            return run_elsewhere(self, calls, sampling, prefix=prefix, generator_style=generator_style,
+                                 progress_bar=progress_bar)
+        if prefix:
+            from ..backend.base import Prompt
+            backend.commit_prefix(Prompt(prefix))
         if num_threads == "auto":
             num_threads = min(len(calls), max(64, 4 * (os.cpu_count() or 1)))
         states = [ProgramState(StreamExecutor(backend, defaults, num_api_spec_tokens=self.num_api_spec_tokens))

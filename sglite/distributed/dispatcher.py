@@ -1,0 +1,136 @@
+"""Dispatcher: the driver's loop that sends shards of work to a ReplicaPool and streams results back.
+
+Items are (key, payload) pairs with unique keys. They go out in shards: a shard is the unit a replica runs at
+once (its engine batches the shard, and the shared prompt prefix is prefilled once per replica, then hit in its
+radix cache). Each replica holds at most `shards_per_replica` shards, so a replica that finishes early takes
+the next shard and none sits idle while another has a queue. A replica's results stream back one item at a
+time (a Ray streaming generator per shard), in completion order.
+
+Faults. When a replica dies (its actor killed, its node lost) every item it held that had not come back fails
+one attempt: it is queued again, at the front, for the other replicas or for the replica the pool starts in
+the dead one's place. An item that fails `max_attempts` times comes back as `Failed(final=True)` and is not
+tried again. So each key comes back exactly once: as the replica's outcome or as a Failed. If every replica is
+gone (no restarts left), the items not yet run come back as `Failed(final=False)`."""
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, NamedTuple
+
+from .pool import ReplicaPool, Slot, _cause
+
+
+class Failed(NamedTuple):
+    """An item with no outcome of its own. final: it failed max_attempts times (else no replica was left)."""
+    why: str
+    final: bool
+
+
+@dataclass
+class _Shard:
+    slot: Slot
+    pending: dict[Any, Any]   # key -> payload of the items not yet back
+
+
+class Dispatcher:
+    def __init__(self, pool: ReplicaPool, shard_size: int | None = None, shards_per_replica: int = 2,
+                 max_attempts: int = 2):
+        if shard_size is not None and shard_size < 1:
+            raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+        if shards_per_replica < 1 or max_attempts < 1:
+            raise ValueError("shards_per_replica and max_attempts must be >= 1")
+        self.pool = pool
+        self.shard_size = shard_size
+        self.shards_per_replica = shards_per_replica
+        self.max_attempts = max_attempts
+        self.usage: dict[tuple[int, int], dict[str, Any]] = {}   # (slot, generation) -> its last counters
+        self.on_usage: Callable[[], None] | None = None          # called after `usage` changes
+
+    def size_for(self, n_items: int) -> int:
+        """Documents per shard: the given size, else enough that every replica's first shards hold all items
+        of a small job (as many in flight as a local run), at most 64 (so a large job still balances)."""
+        if self.shard_size is not None:
+            return self.shard_size
+        per = self.shards_per_replica * max(1, len(self.pool.slots))
+        return max(1, min(64, math.ceil(n_items / per)))
+
+    def run(self, method: str, items: list[tuple[Any, Any]], args: tuple = (),
+            is_failure: Callable[[Any], str | None] | None = None) -> Iterator[tuple[Any, Any]]:
+        """Yield (key, outcome) once per item, in completion order: the replica's outcome of
+        `Replica.<method>(shard, *args)`, or Failed. `is_failure(outcome)` names outcomes that count as a
+        failed attempt (retried like a lost replica's items), else None."""
+        import ray
+
+        size = self.size_for(len(items))
+        queue = deque(items[i:i + size] for i in range(0, len(items), size))
+        attempts: Counter = Counter()
+        running: dict[Any, _Shard] = {}   # a replica's streaming generator -> its shard
+
+        def fail(slot_items: dict[Any, Any], why: str) -> Iterator[tuple[Any, Failed]]:
+            again = []
+            for key, payload in slot_items.items():
+                attempts[key] += 1
+                if attempts[key] >= self.max_attempts:
+                    yield key, Failed(f"failed {attempts[key]} times; last: {why}", final=True)
+                else:
+                    again.append((key, payload))
+            for i in range(0, len(again), size):
+                queue.appendleft(again[i:i + size])
+
+        def lose(slot: Slot, why: str) -> Iterator[tuple[Any, Failed]]:
+            """The slot's replica is gone: fail what it held and start a replacement (if any is left)."""
+            held = [gen for gen, shard in running.items() if shard.slot is slot]
+            for gen in held:
+                yield from fail(running.pop(gen).pending, f"{slot.name} lost ({why})")
+            self.pool.replace(slot)
+
+        while queue or running:
+            for slot in self.pool.live():   # fill: every live replica holds up to shards_per_replica shards
+                held = sum(1 for s in running.values() if s.slot is slot)
+                while queue and held < self.shards_per_replica:
+                    shard = queue.popleft()
+                    gen = getattr(slot.actor, method).options(num_returns="streaming").remote(shard, *args)
+                    running[gen] = _Shard(slot, dict(shard))
+                    held += 1
+            starting = {slot.ready_ref: slot for slot in self.pool.starting()}
+            if not running and not starting:   # every replica gone: what is left cannot run
+                for shard in queue:
+                    for key, _ in shard:
+                        yield key, Failed("no replica left to run it (all lost, no restarts left)", final=False)
+                return
+            ready, _ = ray.wait([*running, *starting], num_returns=1)
+            for obj in ready:
+                if obj in starting:
+                    slot = starting[obj]
+                    try:
+                        slot.info, slot.ready, slot.ready_ref = ray.get(obj), True, None
+                    except ray.exceptions.RayError as e:
+                        self.pool.replace(slot)   # a restart that did not come up: try the next, if any
+                    continue
+                shard = running.get(obj)
+                if shard is None:   # its replica was lost while handling an earlier ready object
+                    continue
+                try:
+                    key, outcome, usage = ray.get(next(obj))
+                except StopIteration:
+                    del running[obj]
+                    if shard.pending:   # cannot happen with Replica's methods; never lose items silently
+                        yield from fail(shard.pending, f"{shard.slot.name} ended a shard without them")
+                    continue
+                except ray.exceptions.RayActorError as e:
+                    yield from lose(shard.slot, _cause(e))
+                    continue
+                except ray.exceptions.RayError as e:   # the shard's method raised: the replica lives on
+                    del running[obj]
+                    yield from fail(shard.pending, f"{shard.slot.name}: {_cause(e)}")
+                    continue
+                self.usage[(shard.slot.index, shard.slot.generation)] = usage
+                if self.on_usage is not None:
+                    self.on_usage()
+                payload = shard.pending.pop(key)
+                why = is_failure(outcome) if is_failure is not None else None
+                if why is None:
+                    yield key, outcome
+                else:
+                    yield from fail({key: payload}, why)

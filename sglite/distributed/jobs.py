@@ -1,0 +1,41 @@
+"""The two batch jobs on a Dispatcher, shaped like their local versions: `extract_documents` yields what
+sglite.extract.job.run_documents yields (result lines and Unfinished), `run_programs` what run_batch returns."""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from .dispatcher import Dispatcher, Failed
+from .results import ProgramResult, ReplicaLost
+
+
+def extract_documents(dispatcher: Dispatcher, spec: Any, docs: list[Any], prefix: str = "") -> Iterator[Any]:
+    """One result line (or Unfinished) per document, in completion order. A document that failed twice (its
+    replica lost under it, or the engine aborting it) is an error line of the local job's shape; one that no
+    replica was left to run is Unfinished (not written; --resume runs it)."""
+    from ..extract.inputs import id_key
+    from ..extract.job import Unfinished
+
+    by_key = {id_key(doc.id): doc for doc in docs}
+    for key, outcome in dispatcher.run("extract", list(by_key.items()), (spec, prefix), is_failure=_unfinished):
+        if not isinstance(outcome, Failed):
+            yield outcome
+        elif outcome.final:
+            yield {"id": by_key[key].id, "record": None, "error": outcome.why, "raw": None}
+        else:
+            yield Unfinished(by_key[key].id, outcome.why)
+
+
+def _unfinished(outcome: Any) -> str | None:
+    """An Unfinished from a replica (its engine aborted the document) is a failed attempt, retried elsewhere."""
+    from ..extract.job import Unfinished
+    return outcome.why if isinstance(outcome, Unfinished) else None
+
+
+def run_programs(dispatcher: Dispatcher, function: Any, calls: list[dict[str, Any]], sampling: dict[str, Any],
+                 prefix: str = "") -> Iterator[tuple[int, ProgramResult]]:
+    """(index into calls, result) per program, in completion order; a program lost twice has a ReplicaLost
+    error."""
+    for index, outcome in dispatcher.run("run_programs", list(enumerate(calls)), (function, sampling, prefix)):
+        if isinstance(outcome, Failed):
+            outcome = ProgramResult.failed(ReplicaLost(outcome.why))
+        yield index, outcome

@@ -14,7 +14,7 @@ from .errors import SetupError
 from .inputs import Document, id_key, load_documents
 from .job import JobSpec, Unfinished, run_documents, shared_prefix
 from .output import ResultLog
-from .preflight import check_enforceable, check_server, load_schema
+from .preflight import check_enforceable, check_ray, check_server, load_schema
 from .progress import Progress
 from .summary import Summary
 
@@ -43,11 +43,21 @@ def _parser() -> argparse.ArgumentParser:
                     help="JSONL field / CSV column holding the id (default: id, else the line / row number)")
     ap.add_argument("--model", default=None, help="model path for the in-process engine (default model if unset)")
     ap.add_argument("--url", default=None, help="use a running sglite server instead of an in-process engine")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run on a Ray cluster, one engine per replica: ADDRESS is host:port, ray://host:port or "
+                         "auto; without it, the local Ray (started if none runs). Needs pip install \"sglite[ray]\"")
+    ap.add_argument("--replicas", type=int, default=None,
+                    help="with --ray: engine replicas (default: fill the cluster, one per --num-threads CPUs, or "
+                         "one per GPU on cuda)")
+    ap.add_argument("--shard-size", type=int, default=None,
+                    help="with --ray: documents sent to a replica at a time (default: the job split so each "
+                         "replica holds two shards, at most 64 documents each)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--weights", default="auto",
                     help="weight format: auto (measured on this machine), fp32, bf16, int8, int4, int4+bf16")
     ap.add_argument("--num-threads", type=_positive, default=None,
-                    help="CPU: torch threads (default: one per core; fewer on a shared machine)")
+                    help="CPU: torch threads (default: one per core; fewer on a shared machine); with --ray, per "
+                         "replica, which declares as many CPUs to Ray (default 1)")
     ap.add_argument("--max-tokens", type=_positive, default=512, help="per record (default: 512)")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--limit", type=_positive, default=None, help="only the first N documents")
@@ -72,6 +82,12 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
     # cheap checks first; lowering the schema imports torch (through the grammar package), about 2 s of CPU
     try:
         spec, docs = _prepare(args)
+        if args.ray is not None and args.url:
+            raise SetupError("--ray and --url both say where the model runs; give one")
+        if args.ray is None and (args.replicas is not None or args.shard_size is not None):
+            raise SetupError("--replicas and --shard-size go with --ray")
+        if args.ray is not None and backend is None:
+            check_ray(args.ray or None, args.replicas, args.shard_size)
         if args.url and backend is None:
             check_server(args.url)
         log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
@@ -134,6 +150,8 @@ def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
 
 
 def _backend(args: argparse.Namespace) -> Any:
+    if args.ray is not None:
+        return _ray_backend(args)
     if args.url:
         from ..backend.runtime_endpoint import RuntimeEndpoint
         return RuntimeEndpoint(args.url)
@@ -149,6 +167,21 @@ def _backend(args: argparse.Namespace) -> Any:
         raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
 
 
+def _ray_backend(args: argparse.Namespace) -> Any:
+    from ..backend.ray_runtime import RayRuntime
+    from ..distributed.cluster import ClusterError
+    from ..distributed.pool import ReplicaStartError
+
+    count = f"{args.replicas} replicas" if args.replicas else "replicas to fill the cluster"
+    print(f"sglite extract: starting {count} on {args.ray or 'the local Ray'} ...", file=sys.stderr)
+    try:
+        return RayRuntime(args.model, replicas=args.replicas, num_threads=args.num_threads or 1,
+                          address=args.ray or None, shard_size=args.shard_size, device=args.device,
+                          weights=args.weights).start()
+    except (ClusterError, ReplicaStartError) as e:
+        raise SetupError(f"--ray: {e}") from None
+
+
 def _run(spec: JobSpec, todo: list[Document], backend: Any, log: ResultLog, summary: Summary,
          output: Path) -> int:
     usage0 = backend.usage.as_dict()
@@ -157,7 +190,9 @@ def _run(spec: JobSpec, todo: list[Document], backend: Any, log: ResultLog, summ
     progress = Progress(backend, spec, todo, prefix).start()
     written, unfinished = 0, []
     try:
-        for line in run_documents(spec, todo, backend, prefix):
+        remote = getattr(backend, "run_documents", None)   # a backend that runs whole documents (RayRuntime)
+        lines = remote(spec, todo, prefix) if remote is not None else run_documents(spec, todo, backend, prefix)
+        for line in lines:
             progress.doc_done()
             if isinstance(line, Unfinished):
                 unfinished.append(line)

@@ -1,5 +1,6 @@
 """Checks that run before the model loads, so a job that cannot succeed fails in seconds, not after every
-document ran: the schema (valid, and every keyword enforceable), and the server behind `--url`."""
+document ran: the schema (valid, and every keyword enforceable), the server behind `--url`, and Ray and the
+cluster behind `--ray`."""
 from __future__ import annotations
 
 import json
@@ -69,3 +70,18 @@ def check_server(url: str) -> None:
     if r.status_code >= 400:
         raise SetupError(f"--url {url}: GET /get_model_info answered HTTP {r.status_code}; is this an sglite "
                          "or SGLang server?")
+
+
+def check_ray(address: str | None, replicas: int | None, shard_size: int | None) -> None:
+    """SetupError unless Ray is installed, the counts are >= 1 and the cluster's address (None: the local one)
+    accepts a connection within a few seconds."""
+    from ..distributed.cluster import ClusterError, check_address, require_ray
+
+    for flag, value in (("--replicas", replicas), ("--shard-size", shard_size)):
+        if value is not None and value < 1:
+            raise SetupError(f"{flag} must be >= 1, got {value}")
+    try:
+        require_ray()
+        check_address(address)
+    except ClusterError as e:
+        raise SetupError(f"--ray: {e}") from None

@@ -1,0 +1,64 @@
+"""The Dispatcher's fault rules on a local Ray cluster, with stand-in replicas that hold no engine (so these
+run in seconds): a lost replica's items run again, each key comes back exactly once, an item that fails twice
+is given up, and with every replica gone the rest come back as not run."""
+from __future__ import annotations
+
+import os
+
+from sglite.distributed.dispatcher import Dispatcher, Failed
+from sglite.distributed.pool import ReplicaPool, ReplicaSpec
+
+
+class FlakyReplica:
+    """Upper-cases its items; its process exits on "poison", and its method raises on "raise"."""
+
+    def __init__(self, model, engine_options):
+        pass
+
+    def ready(self):
+        return {"pid": os.getpid()}
+
+    def work(self, shard):
+        for key, payload in shard:
+            if payload == "poison":
+                os._exit(1)
+            if payload == "raise":
+                raise ValueError("this item always raises")
+            yield key, payload.upper(), {"requests": 1}
+
+
+def _run(items, max_restarts, **dispatch):
+    pool = ReplicaPool(ReplicaSpec(num_cpus=1), replicas=1, max_restarts=max_restarts,
+                       actor_class=FlakyReplica).start()
+    try:
+        return list(Dispatcher(pool, **dispatch).run("work", items)), pool
+    finally:
+        pool.shutdown()
+
+
+def test_an_item_that_kills_its_replica_twice_is_given_up_and_the_rest_come_back_once(ray_cluster):
+    items = [(i, "poison" if i == 3 else f"doc{i}") for i in range(8)]
+    got, pool = _run(items, max_restarts=3, shard_size=1, shards_per_replica=1)
+    assert sorted(k for k, _ in got) == list(range(8))   # each key exactly once
+    outcomes = dict(got)
+    assert isinstance(outcomes[3], Failed) and outcomes[3].final, outcomes[3]
+    assert outcomes[3].why.startswith("failed 2 times") and "replica 0" in outcomes[3].why
+    assert {k: v for k, v in outcomes.items() if k != 3} == {i: f"DOC{i}" for i in range(8) if i != 3}
+    assert pool.slots[0].generation == 2   # a new actor after each loss; the poison is not sent a third time
+
+
+def test_with_every_replica_gone_the_rest_come_back_not_run(ray_cluster):
+    items = [(0, "poison"), (1, "a"), (2, "b")]
+    got, _ = _run(items, max_restarts=0, shard_size=1, shards_per_replica=1)
+    assert sorted(k for k, _ in got) == [0, 1, 2]
+    assert all(isinstance(v, Failed) and not v.final and "no replica left" in v.why for _, v in got), got
+
+
+def test_an_item_whose_method_raises_is_retried_then_given_up_and_the_replica_lives(ray_cluster):
+    items = [(0, "x"), (1, "raise"), (2, "y")]
+    got, pool = _run(items, max_restarts=0, shard_size=1, shards_per_replica=2)
+    outcomes = dict(got)
+    assert sorted(outcomes) == [0, 1, 2]
+    assert outcomes[0] == "X" and outcomes[2] == "Y"
+    assert isinstance(outcomes[1], Failed) and outcomes[1].final and "ValueError" in outcomes[1].why
+    assert pool.slots[0].generation == 0

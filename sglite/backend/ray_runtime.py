@@ -39,8 +39,6 @@ class RayRuntime(Backend):
         for name, value in (("replicas", replicas), ("num_threads", num_threads), ("shard_size", shard_size)):
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"RayRuntime {name} must be an int >= 1, got {value!r}")
-        if "num_threads" in engine_options:
-            raise TypeError("num_threads is RayRuntime's own option (per replica)")
         self.model, self.replicas, self.num_threads = model, replicas, num_threads
         self.address, self.num_gpus, self.shard_size, self.max_restarts = address, num_gpus, shard_size, max_restarts
         self.engine_options = engine_options

@@ -46,6 +46,7 @@ class Dispatcher:
         self.max_attempts = max_attempts
         self.usage: dict[tuple[int, int], dict[str, Any]] = {}   # (slot, generation) -> its last counters
         self.on_usage: Callable[[], None] | None = None          # called after `usage` changes
+        self.retried = 0                                         # items sent again after a failed attempt
 
     def size_for(self, n_items: int) -> int:
         """Documents per shard: the given size, else enough that every replica's first shards hold all items
@@ -75,6 +76,7 @@ class Dispatcher:
                     yield key, Failed(f"failed {attempts[key]} times; last: {why}", final=True)
                 else:
                     again.append((key, payload))
+            self.retried += len(again)
             for i in range(0, len(again), size):
                 queue.appendleft(again[i:i + size])
 

@@ -160,6 +160,12 @@ class RayRuntime(Backend):
         self.start()
         ray.get([slot.actor.commit_prefix.remote(prompt) for slot in self.pool.live()])
 
+    def flush_cache(self) -> bool:
+        """Empty every live replica's prefix cache; True if all did."""
+        import ray
+        self.start()
+        return all(ray.get([slot.actor.flush_cache.remote() for slot in self.pool.live()]))
+
     def chat_template(self) -> ChatTemplate:
         self.start()
         return self.pool.slots[0].info["chat_template"]

@@ -47,6 +47,9 @@ class Replica:
     def commit_prefix(self, prompt: Any) -> None:
         self.runtime.commit_prefix(prompt)
 
+    def flush_cache(self) -> bool:
+        return self.runtime.flush_cache()
+
     # --- shards (streamed: one yield per finished item) ---------------------------------------------------
 
     def extract(self, shard: list[tuple[str, Any]], spec: Any, prefix: str) -> Iterator[tuple[str, Any, dict]]:

@@ -8,7 +8,9 @@ from typing import Any
 
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
+from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .errors import GrammarError
+from .ir.generation_caps import GenerationCaps, apply_generation_caps
 from .ir.grammar_ir import JSON_WS, GrammarIR
 from .ir.nodes import LexNode
 from .parser.grammar import Grammar
@@ -71,7 +73,8 @@ class GrammarCompiler:
         return self._cached(("regex", pattern, self.tokenizer.name), build)
 
     def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any",
-                            close_objects: bool = False) -> Grammar:
+                            close_objects: bool = False, unique_keys: bool = False,
+                            caps: GenerationCaps | None = None) -> Grammar:
         """Grammar for JSON documents valid under `schema` (dict, JSON text, or a pydantic model class).
         `whitespace`: "any" accepts every JSON text of a valid value (any whitespace, any escapes): the exact
         matcher. The others are generation modes, with no needless escapes (so more text is forced):
@@ -82,11 +85,19 @@ class GrammarCompiler:
         properties in the order the schema lists them, required ones never skipped, other names after them.
         `close_objects` (generation): an object schema that declares `properties` or `patternProperties` but
         says nothing of `additionalProperties` gets no other names (as OpenAI's structured outputs and
-        xgrammar's strict mode do); `additionalProperties: true` or a schema keeps them."""
+        xgrammar's strict mode do); `additionalProperties: true` or a schema keeps them.
+        `unique_keys` (generation): no property name twice in one object, names outside `properties` included
+        (compared as spelled, so exact with the canonical strings of the generation whitespace modes).
+        `caps` (generation): bounds that end runaway strings, arrays and recursion where the schema sets none
+        (`GenerationCaps()` holds the defaults; see ir/generation_caps.py); None: no caps."""
         if whitespace not in WHITESPACE_MODES:
             raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
             raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, got {property_order!r}")
+        if not isinstance(unique_keys, bool):
+            raise ValueError(f"unique_keys must be a bool, got {unique_keys!r}")
+        if caps is not None and not isinstance(caps, GenerationCaps):
+            raise ValueError(f"caps must be a GenerationCaps or None, got {type(caps).__name__}")
         schema = _load_schema(schema)
         # the cache key: canonical, except that with ordered properties the schema's key order matters
         spec = json.dumps(schema, sort_keys=property_order != "schema")
@@ -109,10 +120,12 @@ class GrammarCompiler:
                 nodes.append(LexNode(self._regex_dfa(_WS_RUN), source=f"/{_WS_RUN}/"))
             ir = GrammarIR(tuple(nodes), root, whitespace=JSON_WS if whitespace == "any" else frozenset(),
                            canonical=canonical, ordered=property_order == "schema", separator=separator,
-                           ws_run=ws_run)
+                           ws_run=ws_run, unique_keys=unique_keys)
+            if caps is not None:
+                ir = apply_generation_caps(ir, caps)
             return Grammar("json_schema", spec, self.index, ir)
-        return self._cached(("json_schema", spec, whitespace, property_order, close_objects, self.tokenizer.name),
-                            build)
+        return self._cached(("json_schema", spec, whitespace, property_order, close_objects, unique_keys, caps,
+                             self.tokenizer.name), build)
 
     def _regex_dfa(self, pattern: str):
         """The byte DFA of a full-match regex, shared between grammars."""
@@ -123,6 +136,20 @@ class GrammarCompiler:
             except OverflowError as e:
                 raise GrammarError(f"regex {pattern!r}: {e}") from None
         return dfa
+
+    def compile_grammar(self, text: str, syntax: str = "lark") -> CfgGrammar:
+        """Grammar for the strings of a context-free grammar: `syntax` "lark" (Lark's EBNF, start rule `start`,
+        `%ignore` honoured) or "gbnf" (llama.cpp's format, start rule `root`). The same `matcher()` interface
+        as the other grammars. Raises GrammarError naming the rule or terminal it cannot handle."""
+        if syntax not in GRAMMAR_SYNTAXES:
+            raise ValueError(f"syntax must be one of {GRAMMAR_SYNTAXES}, got {syntax!r}")
+        if not isinstance(text, str) or not text.strip():
+            raise GrammarError(f"a {syntax} grammar must be a non-empty str, got {text!r:.80}")
+
+        def build() -> CfgGrammar:
+            ir = lark_to_ir(text) if syntax == "lark" else gbnf_to_ir(text)
+            return CfgGrammar(syntax, text, self.index, ir)
+        return self._cached(("grammar", syntax, text, self.tokenizer.name), build)
 
 
 def _load_schema(schema: Any) -> Any:

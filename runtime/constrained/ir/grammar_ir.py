@@ -21,6 +21,8 @@ class GrammarIR:
     whitespace: frozenset[int] = frozenset()    # bytes skipped before values and around punctuation
     canonical: bool = False     # strings without needless escapes (object-name DFAs built later follow it)
     ordered: bool = False       # object properties in the schema's order (see parser/object_keys.py)
+    unique_keys: bool = False   # no property name twice in one object, undeclared names included (generation)
+    capped: frozenset[int] = frozenset()    # nodes bounded by a generation cap (see generation_caps.py)
     # bounded whitespace in generation, as lexeme nodes (`whitespace` is then empty):
     separator: Optional[int] = None     # a LexNode read right after every ':' and ',' ("standard": one space)
     ws_run: Optional[int] = None        # a LexNode for one run of whitespace, allowed wherever JSON allows it

@@ -41,14 +41,17 @@ class Lex(NamedTuple):
 
 class Key(NamedTuple):
     """Inside a property name of ObjectNode `node`, its one key DFA in `state`. Always right above the object's
-    Obj frame, which holds the names seen so far."""
+    Obj frame, which holds the names seen so far. `name`: the name's bytes read so far, opening quote included,
+    only where undeclared names must not repeat (`ObjectKeys.tracks_names`); else b"" and the frame is shared."""
     node: int
     state: int
+    name: bytes = b""
     kind: str = "K"
 
 
 class Obj(NamedTuple):
-    """Inside ObjectNode `node` at `phase` (OBJ_*), names `seen` so far, `nkeys` properties read."""
+    """Inside ObjectNode `node` at `phase` (OBJ_*), names `seen` so far, `nkeys` properties read. `seen` holds
+    declared names as str and, where they are tracked, undeclared ones as their bytes with quotes (never equal)."""
     node: int
     phase: int
     seen: frozenset

@@ -29,7 +29,7 @@ class Grammar:
         self.sat = ir.satisfiable
         if not self.sat[root]:
             raise GrammarError(f"{kind} {spec[:200]!r} admits no value at all")
-        keys = ObjectKeys(nodes, self.sat, canonical=ir.canonical, ordered=ir.ordered)
+        keys = ObjectKeys(nodes, self.sat, canonical=ir.canonical, ordered=ir.ordered, unique=ir.unique_keys)
         keys.build_all()      # 1-3 ms per object: paid while compiling, not on the object's first token
         for dfa in keys.built() + [n.dfa for n in nodes if isinstance(n, LexNode)]:
             dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)

@@ -6,10 +6,12 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from ..ir.grammar_ir import GrammarIR
 from ..vocab.token_index import TokenIndex
-from .frames import Stack
+from .frames import Arr, Lex, Obj, Stack
 
 _MAX_FORCED = 256   # bytes of forced text computed at once
+_CAPPABLE = (Lex, Arr, Obj)
 
 
 class CompiledGrammar(Protocol):
@@ -18,6 +20,8 @@ class CompiledGrammar(Protocol):
     vocab_size: int
     words: int                      # int32 words of a packed mask
     initial: tuple[Stack, ...]      # the parse stacks before any byte
+    nodes: tuple                    # the IR's nodes
+    ir: GrammarIR                   # its `capped` nodes: where generation caps apply
 
     def run(self, stacks, data: bytes) -> list[Stack]: ...
     def accepting(self, stack: Stack) -> bool: ...
@@ -32,9 +36,13 @@ class GrammarMatcher:
         self.grammar = grammar
         self._stacks = stacks if stacks is not None else grammar.initial
         self._terminated = terminated
+        self.capped_values = 0                  # values that reached a generation cap (see _note_caps)
+        self._at_cap: frozenset = frozenset()   # (stack depth, node) of the values at a cap now
 
     def copy(self) -> "GrammarMatcher":
-        return GrammarMatcher(self.grammar, self._stacks, self._terminated)
+        m = GrammarMatcher(self.grammar, self._stacks, self._terminated)
+        m.capped_values, m._at_cap = self.capped_values, self._at_cap
+        return m
 
     # --- masks -------------------------------------------------------------------------------------------------
     def _masks(self):
@@ -100,6 +108,8 @@ class GrammarMatcher:
         if not nxt:
             return False
         self._stacks = tuple(nxt)
+        if g.ir.capped:
+            self._note_caps()
         return True
 
     def advance_bytes(self, data: bytes) -> bool:
@@ -108,7 +118,25 @@ class GrammarMatcher:
         if not nxt:
             return False
         self._stacks = tuple(nxt)
+        if self.grammar.ir.capped:
+            self._note_caps()
         return True
+
+    def _note_caps(self) -> None:
+        """Counts in `capped_values` each value that has just reached a generation cap, so that nothing but its
+        end may follow: a capped string at its most characters, a capped array at its most items, an object at
+        the depth cap. A value is known by its place in the stack (depth, node) while it stays there."""
+        capped, nodes = self.grammar.ir.capped, self.grammar.nodes
+        now = set()
+        for st in self._stacks:
+            for i, f in enumerate(st):
+                if type(f) in _CAPPABLE and f.node in capped:
+                    k = type(f)
+                    if k is Obj or (k is Lex and f.nchars >= nodes[f.node].max_chars) or \
+                            (k is Arr and f.index >= nodes[f.node].max_items):
+                        now.add((i, f.node))
+        self.capped_values += len(now - self._at_cap)
+        self._at_cap = frozenset(now)
 
     def is_accepting(self) -> bool:
         """Whether EOS is allowed now."""

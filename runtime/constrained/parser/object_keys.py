@@ -5,7 +5,12 @@ property name, `EXTRA` (another name) or ("*", matched pattern indices) (another
 patternProperties). Which of those labels are still allowed depends on (names seen, name count); a DFA state is
 allowed when it can still reach an allowed label (`allowed_states`). So a name that can only finish as one
 already used or no longer feasible cannot be started, and the DFA's token classification is shared by every
-position of the object."""
+position of the object.
+
+Unique names (generation mode, `unique`): a declared name is in the Obj frame's `seen` once written; an
+undeclared one (EXTRA or pattern label) is too, as its bytes, where `tracks_names` says so: the Key frame then
+carries the name read so far, the parser refuses the closing quote of a name already seen, and masks drop the
+tokens that would write it (stack_masks.py)."""
 from __future__ import annotations
 
 from typing import Hashable
@@ -24,10 +29,13 @@ _CACHE_LIMIT = 8_192
 class ObjectKeys:
     """Name logic for the objects of one grammar. Immutable apart from caches that only grow."""
 
-    def __init__(self, nodes: list[Node], sat: list[bool], canonical: bool, ordered: bool):
+    def __init__(self, nodes: list[Node], sat: list[bool], canonical: bool, ordered: bool, unique: bool = False):
         # `ordered` (generation mode): named properties come in the schema's order, a required one is never
-        # skipped, and other names only once every required one is there, so keys are forced text
+        # skipped, and other names only once every required one is there, so keys are forced text.
+        # `unique` (generation mode): no name twice in one object, undeclared names included (see tracks_names)
         self.nodes, self.sat, self.canonical, self.ordered = nodes, sat, canonical, ordered
+        self.unique = unique
+        self._tracks: dict[int, bool] = {}
         self._dfas: dict[int, tuple[ByteDFA, dict, np.ndarray]] = {}
         self._choices: dict[tuple, tuple[dict, bool] | None] = {}
         self._allowed: dict[tuple, tuple[np.ndarray, list[bool]]] = {}
@@ -162,18 +170,65 @@ class ObjectKeys:
             self._allowed[key] = hit
         return hit
 
-    def finish(self, nid: int, seen: frozenset, nk: int, s: int) -> tuple[frozenset, int] | None:
-        """(names seen, value node) after the name ending in accepting key-DFA state s; None if not allowed."""
+    def tracks_names(self, nid: int) -> bool:
+        """Whether undeclared names of object `nid` are recorded so that none repeats: in unique mode, for an
+        object that allows them, when every unfinished name that could end as an undeclared one has infinitely
+        many such endings (so a finite set of names seen never leaves a started name without one; a pattern
+        naming finitely many names, e.g. `^(a|b)$`, is left untracked and may repeat). Cached."""
+        hit = self._tracks.get(nid)
+        if hit is None:
+            node = self.nodes[nid]
+            hit = self.unique and self._others_possible(node) and _other_names_unbounded(self.dfa(nid))
+            self._tracks[nid] = hit
+        return hit
+
+    def finish(self, nid: int, seen: frozenset, nk: int, s: int, name: bytes = b"") -> tuple[frozenset, int] | None:
+        """(names seen, value node) after the name ending in accepting key-DFA state s; None if not allowed.
+        `name`: the name's bytes, recorded in the names seen if it is undeclared (b"": record nothing)."""
         node = self.nodes[nid]
         label = self.dfa(nid).labels[s]
         ch = self.choices(nid, seen, nk)
         if ch is None:
             return None
         if label is EXTRA or isinstance(label, tuple):
-            return (seen, node.additional if label is EXTRA else node.other_node(label[1])) if ch[1] else None
+            if not ch[1] or name in seen:
+                return None
+            return seen | {name} if name else seen, node.additional if label is EXTRA else node.other_node(label[1])
         if label not in ch[0]:
             return None
         return seen | {label}, node.props[label]
+
+
+def _other_names_unbounded(dfa: ByteDFA) -> bool:
+    """Whether from every non-accepting key-DFA state that can end as an undeclared name (EXTRA or pattern
+    label), infinitely many such names can be completed: each reaches a cycle from which one is reachable."""
+    n = dfa.num_states
+    src, dst = (a.tolist() for a in dfa.edges)
+    into: list[list[int]] = [[] for _ in range(n)]
+    out: list[list[int]] = [[] for _ in range(n)]
+    for a, b in zip(src, dst):
+        into[b].append(a)
+        out[a].append(b)
+
+    def backward(seeds: list[int], within) -> set[int]:
+        done, todo = set(seeds), list(seeds)
+        while todo:
+            for a in into[todo.pop()]:
+                if a not in done and within(a):
+                    done.add(a)
+                    todo.append(a)
+        return done
+    other = [s for s, label in dfa.labels.items()
+             if dfa.accepting_list[s] and (label is EXTRA or isinstance(label, tuple))]
+    live = backward(other, lambda a: True)                  # states that can still end as an undeclared name
+    # a state of `live` on a cycle inside `live`: it reaches itself
+    cyclic = []
+    for s in live:
+        before = backward([s], live.__contains__)      # s itself and the states that reach it
+        if any(t in before for t in out[s]):
+            cyclic.append(s)
+    unbounded = backward(cyclic, live.__contains__)
+    return all(s in unbounded for s in live if not dfa.accepting_list[s])
 
 
 def label_reach(dfa: ByteDFA) -> tuple[dict[Hashable, int], np.ndarray]:

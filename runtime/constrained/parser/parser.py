@@ -94,6 +94,9 @@ class Parser:
             ns = dfa.table_list[s][b]
             obj = rest[-1]
             if ns >= 0 and self.keys.allowed_states(nid, obj.seen, obj.nkeys)[1][ns]:
+                if top.name:                # a tracked name (unique keys): not one already in the object
+                    name = top.name + bytes((b,))
+                    return [] if dfa.accepting_list[ns] and name in obj.seen else [rest + (Key(nid, ns, name),)]
                 frames = self._key[nid]     # key_frame(nid, ns), its common case inlined
                 f = frames[ns] if frames is not None else None
                 return [rest + (f if f is not None else self.key_frame(nid, ns),)]
@@ -126,7 +129,7 @@ class Parser:
             dfa = self.keys.dfa(nid)
             ns = dfa.table_list[dfa.start][b]
             if ns >= 0 and self.keys.allowed_states(nid, seen, nk)[1][ns]:
-                return [stack + (self.key_frame(nid, ns),)]
+                return [stack + (Key(nid, ns, b'"') if self.keys.tracks_names(nid) else self.key_frame(nid, ns),)]
             return []
         if (phase == OBJ_OPEN or phase == OBJ_VALUED) and b == 0x7D:    # '}'
             return [rest] if self.keys.can_close(self.nodes[nid], seen, nk) else []
@@ -239,13 +242,15 @@ class Parser:
             return self.finish(stack, top.state) if self.nodes[top.node].dfa.accepting_list[top.state] else None
         return self.finish(stack, top.state) if self.keys.dfa(top.node).accepting_list[top.state] else None
 
-    def finish(self, stack: Stack, s: int) -> Stack | None:
-        """The stack after the top lexeme ends in accepting DFA state s; None if that name is not allowed."""
+    def finish(self, stack: Stack, s: int, name: bytes | None = None) -> Stack | None:
+        """The stack after the top lexeme ends in accepting DFA state s; None if that name is not allowed.
+        `name`: a Key's name as recorded (default: the frame's own; b"" records none, for a caller that checks
+        what depends on it itself, see StackMasks._leaving_ok)."""
         top = stack[-1]
         if type(top) is Lex:
             return stack[:-1] if top.node != self.ws_run else stack[:-1] + (RAN,)
         obj = stack[-2]
-        done = self.keys.finish(top.node, obj.seen, obj.nkeys, s)
+        done = self.keys.finish(top.node, obj.seen, obj.nkeys, s, top.name if name is None else name)
         if done is None:
             return None
         seen, value = done

@@ -14,7 +14,7 @@ import numpy as np
 from ..automata.byte_dfa import ByteDFA
 from ..ir.nodes import Node
 from ..vocab.token_index import TokenIndex
-from .frames import LEXEMES, STRUCTURAL, Lex, Stack
+from .frames import LEXEMES, STRUCTURAL, Key, Lex, Stack
 from .parser import Parser
 
 _CACHE_LIMIT = 8_192
@@ -95,6 +95,39 @@ class StackMasks:
         return out
 
     def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray, extra: list) -> None:
+        """`_lexeme_tokens_any`, less the tokens that would finish a tracked name as one the object already has
+        (unique keys, see ObjectKeys.tracks_names): those below `node` that spell the rest of such a name."""
+        top = stack[-1]
+        taken = self._taken_names(stack, node) if type(top) is Key and top.name else None
+        if taken is None:
+            self._lexeme_tokens_any(stack, node, mask, extra)
+            return
+        local = np.zeros(self.vocab_size, bool)
+        more: list[np.ndarray] = []
+        self._lexeme_tokens_any(stack, node, local, more)
+        for e in more:
+            local |= np.unpackbits(e.view(np.uint8), bitorder="little")[:self.vocab_size].astype(bool)
+        local[taken] = False
+        mask |= local
+
+    def _taken_names(self, stack: Stack, node: int) -> np.ndarray | None:
+        """int32 ids of the tokens below trie node `node` that would end the top Key frame's name as a name its
+        object has seen (None: none can)."""
+        name, seen = stack[-1].name, stack[-2].seen
+        index = self.index
+        out = []
+        for n in seen:
+            if type(n) is bytes and len(n) > len(name) and n.startswith(name):
+                t = node
+                for b in n[len(name):]:
+                    t = index.children[t].get(b)
+                    if t is None:
+                        break
+                else:
+                    out.append(index.by_pre[index.tok_lo[t]:index.tok_hi[t]])
+        return np.concatenate(out) if out else None
+
+    def _lexeme_tokens_any(self, stack: Stack, node: int, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` (or add to `extra` as packed masks) the tokens below trie node `node` (its prefix
         already read into `stack`, whose top is a Lex or Key frame) that the lexeme reads at least one more byte
         of: those it reads wholly, and those it leaves part-way whose rest the stack below accepts. (The lexeme
@@ -171,21 +204,33 @@ class StackMasks:
         stack below accepts. Cached per (dfa, state, node, stack below the lexeme)."""
         key = (dfa.key, s, node, stack[:-1])     # below a Key frame: its Obj, with the names seen
         hit = self._leaving.get(key)
-        if hit is not None:
-            return hit
-        below_of: dict[int, Stack | None] = {}
-        out = []
-        for a, rest, toks in leaving:
-            if a not in below_of:
-                below_of[a] = self.parser.finish(stack, a)
-            below = below_of[a]
-            if below is not None and self.parser.run((below,), rest):
-                out.extend(toks)
-        with self._lock:
-            if len(self._leaving) > _CACHE_LIMIT:
-                self._leaving.clear()
-            hit = self._leaving[key] = tuple(out)
-        return hit
+        if hit is None:
+            # a tracked name (Key frame with a `name`) is recorded only where the rest may start another name of
+            # the same object (a ',' then a '"'); elsewhere what follows does not depend on it, so it is left out
+            # and the result is shared by every name (the name itself is checked by _taken_names)
+            tracked = type(stack[-1]) is Key and bool(stack[-1].name)
+            below_of: dict[int, Stack | None] = {}
+            out, per_name = [], []
+            for a, rest, toks in leaving:
+                if a not in below_of:
+                    below_of[a] = self.parser.finish(stack, a, b"" if tracked else None)
+                below = below_of[a]
+                if below is None:
+                    continue
+                comma = rest.find(b",")
+                if tracked and comma >= 0 and rest.find(b'"', comma) >= 0:
+                    per_name.extend(toks)
+                elif self.parser.run((below,), rest):
+                    out.extend(toks)
+            with self._lock:
+                if len(self._leaving) > _CACHE_LIMIT:
+                    self._leaving.clear()
+                hit = self._leaving[key] = (tuple(out), tuple(per_name))
+        if not hit[1]:
+            return hit[0]
+        skip = self.index.depth[node]
+        tb = self.index.token_bytes
+        return hit[0] + tuple((t, dc) for t, dc in hit[1] if self.parser.run((stack,), tb[t][skip:]))
 
     def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,

@@ -27,8 +27,8 @@ from .json_values import KINDS
 from .keywords import TYPES, check_supported, constraints, type_list
 from .literals import lower_boolean, lower_enum, lower_null
 from .merge import merge_all
-from .negation import apply_not
 from .numbers import lower_integer, lower_number
+from .rewrite import needs_rewrite, rewrite
 from .strings import lower_string
 
 MAX_NODES = 20_000
@@ -120,9 +120,15 @@ class SchemaCompiler:
         check_supported(schema, ptr)
         if "$ref" in schema:
             rest = self.doc.ref_siblings(schema)
+            if "unevaluatedProperties" in rest or "unevaluatedItems" in rest:
+                return self.compile(rewrite(self.doc, schema, ptr), ptr)   # they see into the target
             if not rest:
                 return self.ref_node(schema["$ref"], ptr)
             return self.compile({"allOf": [{"$ref": schema["$ref"]}, rest]}, ptr)
+        if needs_rewrite(schema):
+            r = rewrite(self.doc, schema, ptr)
+            if r != schema:
+                return self.compile(r, ptr)
         if "allOf" in schema:
             return self.compile(merge_all(self.doc, schema, ptr), ptr)
         for kw in ("anyOf", "oneOf"):
@@ -146,9 +152,7 @@ class SchemaCompiler:
         return self.compile_flat(schema, ptr)
 
     def compile_flat(self, schema: dict, ptr: str) -> int:
-        """A schema without applicators ($ref/allOf/anyOf/oneOf)."""
-        if "not" in schema:
-            schema = apply_not(self.doc, schema, ptr)
+        """A schema without applicators ($ref/allOf/anyOf/oneOf) or rewritten keywords (rewrite.py)."""
         if "const" in schema or "enum" in schema:
             return lower_enum(self, schema, ptr)
         types = schema.get("type")

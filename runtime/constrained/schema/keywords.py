@@ -9,10 +9,7 @@ from ..errors import UnsupportedSchemaError
 ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$schema", "$id", "deprecated",
                "readOnly", "writeOnly", "contentMediaType", "contentEncoding", "contentSchema", "$defs",
                "definitions", "$anchor", "$dynamicAnchor", "$vocabulary"}
-UNSUPPORTED = {"if", "then", "else", "dependentSchemas", "contains",
-               "minContains", "maxContains", "uniqueItems", "propertyNames",
-               "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef",
-               "$recursiveAnchor"}
+UNSUPPORTED = {"$dynamicRef", "$recursiveRef", "$recursiveAnchor"}
 TYPES = {"null", "boolean", "integer", "number", "string", "array", "object"}
 # formats defined by JSON Schema; any other "format" value is an annotation that validators ignore
 STANDARD_FORMATS = {"date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
@@ -40,3 +37,11 @@ def type_list(t: Any) -> list:
 def type_kinds(types: list) -> set[str]:
     """JSON value kinds that the type names admit ("integer" is a number kind)."""
     return {"number" if x == "integer" else x for x in types}
+
+
+def tuple_items(s: dict) -> tuple[list, Any]:
+    """(positional item schemas, schema of the items past them), from either the 2020-12 form
+    (prefixItems + items) or the draft <= 2019 form (items array + additionalItems)."""
+    if isinstance(s.get("items"), list):
+        return list(s["items"]), s.get("additionalItems", True)
+    return list(s.get("prefixItems", [])), s.get("items", True)

@@ -7,11 +7,11 @@ from typing import Any
 
 from ..automata.json_numbers import literal_number
 from ..automata.key_dfa import words_dfa
-from ..errors import GrammarError
 from ..ir.nodes import ArrayNode, LexNode, ObjectNode, UnionNode
 from .json_values import json_equal, json_in
 from .keywords import constraints
 from .lowerer import Lowerer
+from .standard import valid
 
 
 def lower_null(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -35,18 +35,7 @@ def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
     values = [v for v in values if not json_in(v, excluded)]
     rest = constraints(s, "enum", "const", "$exclude")
     if rest:
-        import jsonschema
-        doc = dict(rest)
-        root = sc.doc.root
-        if isinstance(root, dict):
-            for k in ("$defs", "definitions"):
-                if k in root:
-                    doc[k] = root[k]
-        try:
-            v = jsonschema.validators.validator_for(doc, default=jsonschema.Draft202012Validator)(doc)
-            values = [x for x in values if v.is_valid(x)]
-        except jsonschema.exceptions.SchemaError as e:
-            raise GrammarError(f"invalid schema at {ptr}: {e.message}") from None
+        values = [x for x in values if valid(sc.doc, rest, x, ptr)]
     uniq: list = []
     for v in values:
         if not json_in(v, uniq):

@@ -1,10 +1,14 @@
 """Lowering of `type: integer` and `type: number` with minimum/maximum (inclusive, exclusive, draft-04
-boolean form) and whole multipleOf, to one lexeme DFA each."""
+boolean form), multipleOf (whole or decimal steps) and the internal `$notMultipleOf` (from `not`), to one
+lexeme DFA each. Numbers under a bound or a step are written without exponent."""
 from __future__ import annotations
 
 import math
+from decimal import Decimal
+from fractions import Fraction
 from typing import Optional
 
+from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.intersect import intersect
 from ..automata.json_numbers import INTEGER, NUMBER, integer_range, multiple_of_fsm, number_bound, number_range
@@ -13,53 +17,92 @@ from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
 from .lowerer import Lowerer
 
-MAX_MULTIPLE_OF = 10_000
+MAX_MULTIPLE_OF = 10_000     # a step in units of its last decimal place (0.25 -> 25)
+PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"     # a number without exponent
 
 
 def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
+    if "$notMultipleOf" in s and any(_whole_step(v, ptr) == 1 for v in s["$notMultipleOf"]):
+        return sc.never()          # not an integer (`not {type: integer}`)
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
     k = _multiple(s, ptr)
+    k = 1 if k is None else _whole_step(k, ptr)
     ilo = None if lo is None else (math.floor(lo) + 1 if lo_excl else math.ceil(lo))
     ihi = None if hi is None else (math.ceil(hi) - 1 if hi_excl else math.floor(hi))
-    if k is not None and k > 1:
+    nots = tuple(sorted({_whole_step(v, ptr) for v in s.get("$notMultipleOf", [])}))
+    text = _interval("integer", ilo, False, ihi, False)
+    if k > 1 or nots:
         r = integer_range(ilo, ihi) if (lo is not None or hi is not None) else INTEGER
         if r is None:
             return sc.never()
+        if k > MAX_MULTIPLE_OF or any(n > MAX_MULTIPLE_OF for n in nots):
+            raise UnsupportedSchemaError("multipleOf", ptr, f"only steps up to {MAX_MULTIPLE_OF} are supported")
 
         def build():
-            fsm = intersect(regex_to_char_fsm(r, False), multiple_of_fsm(k))
+            fsm = regex_to_char_fsm(r, False)
+            if k > 1:
+                fsm = intersect(fsm, multiple_of_fsm(k))
+            for n in nots:
+                fsm = intersect(fsm, decimal_multiple_fsm(n, 0, multiple=False))
             return lower_char_fsm(fsm, False)
-        return sc.add(LexNode(sc.dfa(("mult", r, k), build),
-                              source=f"{_interval('integer', ilo, False, ihi, False)} multipleOf {k}"))
+        d = sc.dfa(("mult", r, k, nots), build)
+        text += (f" multipleOf {k}" if k > 1 else "") + "".join(f" not multipleOf {n}" for n in nots)
+        return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
     if lo is None and hi is None:
         return sc.lex_regex(INTEGER, "integer")
     r = integer_range(ilo, ihi)
-    return sc.lex_regex(r, _interval("integer", ilo, False, ihi, False)) if r else sc.never()
+    return sc.lex_regex(r, text) if r else sc.never()
 
 
 def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
-    if _multiple(s, ptr) is not None:      # a whole multipleOf makes every valid number an integer
+    step = _multiple(s, ptr)
+    if step is not None and step.denominator == 1:   # a whole multipleOf makes every valid number an integer
         return lower_integer(sc, s, ptr)
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
+    for name, v in (("minimum", lo), ("maximum", hi)):
+        if v is not None and not math.isfinite(v):
+            raise GrammarError(f"{name} at {ptr} must be finite")
+    text = _interval("number", lo, lo_excl, hi, hi_excl)
+    steps = ((step,) if step is not None else ()) + tuple(_step(v, ptr) for v in s.get("$notMultipleOf", []))
+    if steps:
+        # decimal steps: numbers written without exponent (as bounded numbers are), digit-wise remainders
+        parts = [decimal_step(x) for x in steps]
+        for m, _ in parts:
+            if m > MAX_MULTIPLE_OF:
+                raise UnsupportedSchemaError("multipleOf", ptr, f"step {m} (in units of its last decimal "
+                                             f"place) is larger than {MAX_MULTIPLE_OF}")
+        flags = (True,) * (step is not None) + (False,) * (len(steps) - (step is not None))
+
+        def build_steps():
+            fsm = _range_fsm(lo, lo_excl, hi, hi_excl)
+            for (m, sc_), flag in zip(parts, flags):
+                fsm = intersect(fsm, decimal_multiple_fsm(m, sc_, multiple=flag))
+            return lower_char_fsm(fsm, False)
+        try:
+            d = sc.dfa(("decmult", lo, lo_excl, hi, hi_excl, tuple(zip(parts, flags))), build_steps)
+        except OverflowError as e:
+            raise UnsupportedSchemaError("multipleOf", ptr, str(e)) from None
+        text += "".join(f" {'' if f else 'not '}multipleOf {float(x):g}" for x, f in zip(steps, flags))
+        return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
     if lo is None and hi is None:
         return sc.lex_regex(NUMBER, "number")
-    text = _interval("number", lo, lo_excl, hi, hi_excl)
     try:
         r = number_range(lo, lo_excl, hi, hi_excl)
     except ValueError:
         # fractional bounds: each side is a digit-by-digit comparison; intersect the two automata
-        def build():
-            sides = [regex_to_char_fsm(number_bound(v, op), False)
-                     for v, op in ((lo, "gt" if lo_excl else "ge"), (hi, "lt" if hi_excl else "le"))
-                     if v is not None]
-            fsm = sides[0] if len(sides) == 1 else intersect(sides[0], sides[1])
-            return lower_char_fsm(fsm, False)
-        for name, v in (("minimum", lo), ("maximum", hi)):
-            if v is not None and not math.isfinite(v):
-                raise GrammarError(f"{name} at {ptr} must be finite")
-        d = sc.dfa(("numrange", lo, lo_excl, hi, hi_excl), build)
+        d = sc.dfa(("numrange", lo, lo_excl, hi, hi_excl),
+                   lambda: lower_char_fsm(_range_fsm(lo, lo_excl, hi, hi_excl), False))
         return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
     return sc.lex_regex(r, text) if r else sc.never()
+
+
+def _range_fsm(lo, lo_excl: bool, hi, hi_excl: bool):
+    """CharFSM of the numbers (no exponent) in the interval; either bound may be None."""
+    sides = [regex_to_char_fsm(number_bound(v, op), False)
+             for v, op in ((lo, "gt" if lo_excl else "ge"), (hi, "lt" if hi_excl else "le")) if v is not None]
+    if not sides:
+        return regex_to_char_fsm(PLAIN_NUMBER, False)
+    return sides[0] if len(sides) == 1 else intersect(sides[0], sides[1])
 
 
 def _interval(kind: str, lo, lo_excl: bool, hi, hi_excl: bool) -> str:
@@ -93,14 +136,25 @@ def _bounds(s: dict, ptr: str) -> tuple:
     return lo, lo_excl, hi, hi_excl
 
 
-def _multiple(s: dict, ptr: str) -> Optional[int]:
-    """multipleOf as a whole number, None when absent; fractional or huge values are unsupported."""
+def _multiple(s: dict, ptr: str) -> Optional[Fraction]:
+    """multipleOf as an exact fraction (0.1 is 1/10), None when absent."""
     k = s.get("multipleOf")
-    if k is None:
-        return None
-    if isinstance(k, bool) or not isinstance(k, (int, float)) or k <= 0:
-        raise GrammarError(f"multipleOf at {ptr} must be a positive number")
-    if k != int(k) or k > MAX_MULTIPLE_OF:
-        raise UnsupportedSchemaError("multipleOf", ptr,
-                                     f"only whole multipleOf values up to {MAX_MULTIPLE_OF} are supported")
-    return int(k)
+    return None if k is None else _step(k, ptr, "multipleOf")
+
+
+def _step(k, ptr: str, name: str = "multipleOf") -> Fraction:
+    if isinstance(k, bool) or not isinstance(k, (int, float, Fraction, Decimal)) or k <= 0:
+        raise GrammarError(f"{name} at {ptr} must be a positive number")
+    if isinstance(k, float) and not math.isfinite(k):
+        raise GrammarError(f"{name} at {ptr} must be finite")
+    try:
+        m, sc_ = decimal_step(k)
+    except ValueError as e:
+        raise UnsupportedSchemaError("multipleOf", ptr, str(e)) from None
+    return Fraction(m, 10 ** sc_)
+
+
+def _whole_step(k, ptr: str) -> int:
+    """The whole number n such that an integer is a multiple of `k` iff it is one of n."""
+    f = k if isinstance(k, Fraction) else _step(k, ptr)
+    return f.numerator     # integer i * denominator divisible by numerator <=> numerator | i (coprime)

@@ -1,10 +1,13 @@
-"""Lowering of `type: string`: pattern (search semantics), format, excluded values (from `not`) and
+"""Lowering of `type: string`: pattern (search semantics; more than one after allOf merges, `$patterns`), patterns
+that must not match (`$notPattern`, from `not`), format, excluded values (from `not`) and
 minLength/maxLength, to one lexeme DFA over the JSON string text."""
 from __future__ import annotations
 
 import json
+from typing import Optional
 
-from ..automata.charfsm import literal_trie, with_length
+from ..automata.charfsm import ANY_CHAR, CharFSM, literal_trie, with_length
+from ..automata.complement import complement_fsm
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS
 from ..automata.intersect import intersect
@@ -21,23 +24,14 @@ MAX_LENGTH_STATES = 4000     # pattern x character-counter product states before
 def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     min_len = s.get("minLength", 0)
     max_len = s.get("maxLength")
-    fsm = None
-    if "pattern" in s:
-        try:
-            fsm = regex_to_char_fsm(s["pattern"], True)
-        except RegexUnsupported as e:
-            raise UnsupportedSchemaError("pattern", ptr, str(e)) from None
-    if "format" in s and s["format"] in STANDARD_FORMATS:   # unknown formats are annotations (spec)
-        f = s["format"]
-        if f not in FORMATS:
-            raise UnsupportedSchemaError("format", ptr, f"format {f!r} is not enforced (supported: "
-                                         f"{', '.join(sorted(FORMATS))})")
-        ffsm = regex_to_char_fsm(FORMATS[f], False)
-        fsm = ffsm if fsm is None else intersect(fsm, ffsm)
-        if f in FORMAT_MAX_LENGTH and min_len == 0:   # the exact counted path below, no product automaton
-            max_len = min(max_len, FORMAT_MAX_LENGTH[f]) if max_len is not None else FORMAT_MAX_LENGTH[f]
+    patterns = ([s["pattern"]] if "pattern" in s else []) + list(s.get("$patterns", []))
+    fsm = _content_fsm(s, ptr)
+    if "format" in s and s["format"] in FORMAT_MAX_LENGTH and min_len == 0:
+        # the exact counted path below, no product automaton
+        cap = FORMAT_MAX_LENGTH[s["format"]]
+        max_len = min(max_len, cap) if max_len is not None else cap
     excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
-    text = " ".join(["string"] + ([f"/{s['pattern']}/"] if "pattern" in s else []) +
+    text = " ".join(["string"] + [f"/{p}/" for p in patterns] + [f"not /{p}/" for p in s.get("$notPattern", [])] +
                     ([f"format={s['format']}"] if "format" in s and s["format"] in FORMATS else []) +
                     ([f"not {', '.join(map(json.dumps, excluded))}"] if excluded else []))
     if excluded:
@@ -50,7 +44,7 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     if min_len == 0 and max_len is not None:
         # exact without a product automaton: with no lower bound, a state is live iff its shortest
         # completion fits in what maxLength leaves (LexNode counts characters, char_dist checks the rest)
-        key = ("strfsm", s.get("pattern"), s.get("format"), excluded)
+        key = ("strfsm", tuple(patterns), tuple(s.get("$notPattern", ())), s.get("format"), excluded)
         d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
         return sc.add(LexNode(d, 0, max_len, source=text))
     if min_len or max_len is not None:
@@ -59,7 +53,8 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
         except OverflowError:
             raise UnsupportedSchemaError("maxLength" if max_len is not None else "minLength", ptr,
                                          "length bounds together with a pattern/format are too large") from None
-    key = ("strfsm", s.get("pattern"), s.get("format"), excluded, min_len, max_len)
+    key = ("strfsm", tuple(patterns), tuple(s.get("$notPattern", ())), s.get("format"), excluded, min_len,
+           max_len)
     try:
         d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
     except OverflowError as e:
@@ -67,3 +62,45 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     if min_len or max_len is not None:        # the bounds are in the DFA, not counted by the node
         text += f" ({min_len}..{'' if max_len is None else max_len} chars)"
     return sc.add(LexNode(d, source=text))
+
+
+def _content_fsm(s: dict, ptr: str) -> Optional[CharFSM]:
+    """The characters a string under `s` may hold, by pattern(s), patterns that must not match, and format
+    (None: any); lengths and excluded values are left to the caller."""
+    fsm = None
+    patterns = ([s["pattern"]] if "pattern" in s else []) + list(s.get("$patterns", []))
+    for p, must in [(p, True) for p in patterns] + [(p, False) for p in s.get("$notPattern", [])]:
+        try:
+            f = regex_to_char_fsm(p, True)
+        except RegexUnsupported as e:
+            raise UnsupportedSchemaError("pattern" if must else "not", ptr, str(e)) from None
+        f = f if must else complement_fsm(f)
+        fsm = f if fsm is None else intersect(fsm, f)
+    if "format" in s and s["format"] in STANDARD_FORMATS:   # unknown formats are annotations (spec)
+        f = s["format"]
+        if f not in FORMATS:
+            raise UnsupportedSchemaError("format", ptr, f"format {f!r} is not enforced (supported: "
+                                         f"{', '.join(sorted(FORMATS))})")
+        ffsm = regex_to_char_fsm(FORMATS[f], False)
+        fsm = ffsm if fsm is None else intersect(fsm, ffsm)
+    return fsm
+
+
+def string_fsm(s: dict, ptr: str) -> Optional[CharFSM]:
+    """Every constraint of `s` on a string's characters (patterns, format, excluded values, length) as one
+    character automaton; None when `s` allows any string. For names (`propertyNames`)."""
+    fsm = _content_fsm(s, ptr)
+    excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
+    if excluded:
+        trie = literal_trie({}, True, excluded)
+        fsm = trie if fsm is None else intersect(fsm, trie)
+    min_len, max_len = s.get("minLength", 0), s.get("maxLength")
+    if min_len or max_len is not None:
+        if fsm is None:
+            fsm = CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True})
+        try:
+            fsm = with_length(fsm, min_len, max_len, MAX_LENGTH_STATES)
+        except OverflowError:
+            raise UnsupportedSchemaError("maxLength" if max_len is not None else "minLength", ptr,
+                                         "length bounds together with a pattern/format are too large") from None
+    return fsm

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 SCHEDULE_POLICIES = ("lpm", "fcfs")
+JSON_WHITESPACE = ("compact", "standard", "flexible", "any")
 
 
 @dataclass(frozen=True)
@@ -17,7 +18,8 @@ class EngineConfig:
     disable_radix_cache: bool = False
     attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)
     enable_jump_forward: bool = True
-    json_whitespace: str = "compact"      # JSON-schema outputs: "compact" (generation mode) or "any"
+    json_whitespace: str = "compact"      # JSON-schema outputs: "compact", "standard" (`{"a": 1, "b": 2}`),
+                                          # "flexible" (bounded runs) or "any" (unbounded); see README
     json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
     num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
@@ -51,8 +53,8 @@ class EngineConfig:
             raise bad("schedule_policy", f"must be one of {SCHEDULE_POLICIES}")
         if self.max_context is not None and (not isinstance(self.max_context, int) or self.max_context < 2):
             raise bad("max_context", "must be an int >= 2 or None")
-        if self.json_whitespace not in ("compact", "any"):
-            raise bad("json_whitespace", "must be 'compact' or 'any'")
+        if self.json_whitespace not in JSON_WHITESPACE:
+            raise bad("json_whitespace", f"must be one of {JSON_WHITESPACE}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise bad("num_threads", "must be a positive int or None")
         if self.grammar_mask_overlap not in ("auto", "on", "off"):

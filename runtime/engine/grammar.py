@@ -43,8 +43,9 @@ class GrammarBackend:
             if kind == "regex":
                 grammar = compiler.compile_regex(text)
             elif kind == "json_schema":
+                # generation mode: objects that name their properties are closed (see compile_json_schema)
                 grammar = compiler.compile_json_schema(text, whitespace=self.json_whitespace,
-                                                       property_order=self.json_property_order)
+                                                       property_order=self.json_property_order, close_objects=True)
             elif not hasattr(compiler, "compile_ebnf"):
                 raise RequestError("ebnf", "unsupported", "sampling_params['ebnf'] is not supported yet: use regex "
                                    "or json_schema")

@@ -42,8 +42,9 @@ class RequestError(ValueError):
 
 
 # --- sampling ------------------------------------------------------------------------------------------------
-_INT_FIELDS = ("max_new_tokens", "min_new_tokens", "top_k", "n")
-_NUM_FIELDS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty")
+_INT_FIELDS = ("max_new_tokens", "min_new_tokens", "top_k", "n", "dry_allowed_length")
+_NUM_FIELDS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty",
+               "dry_base")
 _BOOL_FIELDS = ("ignore_eos", "skip_special_tokens", "no_stop_trim")
 ALIASES = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}
 
@@ -82,6 +83,14 @@ class SamplingParams:
     json_schema: str | None = None    # a JSON string; dicts and pydantic models go through json_schema_text
     ebnf: str | None = None
     logit_bias: tuple[tuple[int, float], ...] | None = None   # (token id, added to its logit), ids ascending
+    # DRY ("don't repeat yourself", as llama.cpp defines it), on output tokens: a token that would extend a
+    # sequence already in the output past dry_allowed_length tokens loses multiplier * base^(length - allowed)
+    # from its logit; a token holding a breaker string ends every sequence. None: the engine's default (on for
+    # json_schema constraints, off otherwise: runtime/engine/sampling_params.py); 0: off
+    dry_multiplier: float | None = None
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_sequence_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str, code: str = "invalid_value") -> RequestError:
@@ -132,6 +141,16 @@ class SamplingParams:
                     isinstance(p, tuple) and len(p) == 2 and _is_int(p[0]) and p[0] >= 0 and _is_num(p[1])
                     and math.isfinite(p[1]) for p in self.logit_bias)):
             raise bad("logit_bias", "must map token ids (ints >= 0) to finite numbers")
+        if self.dry_multiplier is not None and not (_is_num(self.dry_multiplier) and
+                                                    0 <= self.dry_multiplier <= 100):
+            raise bad("dry_multiplier", "must be a number in [0, 100] (0 means off) or None (the engine's default)")
+        if not 1 < self.dry_base <= 100:
+            raise bad("dry_base", "must be in (1, 100]")
+        if self.dry_allowed_length < 1:
+            raise bad("dry_allowed_length", "must be >= 1")
+        if not isinstance(self.dry_sequence_breakers, tuple) or \
+                not all(isinstance(s, str) and s for s in self.dry_sequence_breakers):
+            raise bad("dry_sequence_breakers", "must be a list of non-empty strings")
         if self.n < 1:
             raise bad("n", "must be >= 1")
         if self.seed is not None and not _is_int(self.seed):
@@ -206,7 +225,7 @@ def normalize_fields(d: dict[str, Any]) -> dict[str, Any]:
     for key in ("stop", "stop_regex"):
         if isinstance(out.get(key), str):
             out[key] = (out[key],)
-    for key in ("stop", "stop_token_ids", "stop_regex"):
+    for key in ("stop", "stop_token_ids", "stop_regex", "dry_sequence_breakers"):
         if key in out:
             if not isinstance(out[key], (list, tuple)):
                 raise RequestError(key, "invalid_type", f"sampling_params[{key!r}] must be a list, got {out[key]!r}")
@@ -215,7 +234,7 @@ def normalize_fields(d: dict[str, Any]) -> dict[str, Any]:
         out["json_schema"] = json_schema_text(out["json_schema"])
     if "logit_bias" in out:
         out["logit_bias"] = _logit_bias_pairs(out["logit_bias"])
-    for key in _NUM_FIELDS:
+    for key in _NUM_FIELDS + ("dry_multiplier",):
         if _is_int(out.get(key)):
             out[key] = float(out[key])
     return out
@@ -390,6 +409,7 @@ class StreamChunk:
     forced_tokens: int = 0
     decode_passes: int = 0          # forward passes in which this request sampled or verified tokens
     spec_accepted_tokens: int = 0   # of completion_tokens, draft tokens accepted (speculative decoding)
+    capped_values: int = 0          # values the grammar closed at a generation cap (JSON schema)
     finish_reason: FinishReason | None = None
     ttft: float | None = None          # last chunk only: seconds from submission to the first output token
     e2e_latency: float | None = None   # last chunk only: seconds from submission to the end
@@ -412,6 +432,7 @@ class GenerateOutput:
     forced_tokens: int = 0
     decode_passes: int = 0
     spec_accepted_tokens: int = 0
+    capped_values: int = 0          # values the grammar closed at a generation cap: finished, but cut short
     input_token_logprobs: tuple[TokenLogprob, ...] | None = None   # None: not asked for
     input_top_logprobs: tuple[TopLogprobs, ...] | None = None
     output_token_logprobs: tuple[TokenLogprob, ...] | None = None
@@ -428,7 +449,7 @@ class GenerateOutput:
             "id": self.rid, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "forced_tokens": self.forced_tokens, "cached_tokens": self.cached_tokens,
             "decode_passes": self.decode_passes, "spec_accepted_tokens": self.spec_accepted_tokens,
-            "finish_reason": self.finish_reason.to_dict(),
+            "capped_values": self.capped_values, "finish_reason": self.finish_reason.to_dict(),
         }
         if self.e2e_latency is not None:
             meta["e2e_latency"] = self.e2e_latency
@@ -448,6 +469,7 @@ def chunk_to_dict(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
         "id": chunk.rid, "prompt_tokens": chunk.prompt_tokens, "completion_tokens": chunk.completion_tokens,
         "forced_tokens": chunk.forced_tokens, "cached_tokens": chunk.cached_tokens,
         "decode_passes": chunk.decode_passes, "spec_accepted_tokens": chunk.spec_accepted_tokens,
+        "capped_values": chunk.capped_values,
         "finish_reason": chunk.finish_reason.to_dict() if chunk.finish_reason else None,
     }
     if with_logprobs:

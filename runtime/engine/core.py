@@ -61,7 +61,7 @@ class EngineCore:
         self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens) if cfg.speculative_algorithm == "ngram" else None
         self.scheduler = Scheduler(cfg, self.kv, self.drafter)
         eos = self.tokenizer.eos_token_id
-        self.processor = StepProcessor(Sampler(mc.vocab_size, eos), eos, self.scheduler.finish,
+        self.processor = StepProcessor(Sampler(mc.vocab_size, eos, self.tokenizer.all_token_bytes), eos, self.scheduler.finish,
                                        self.grammar.jump_forward if cfg.enable_jump_forward else None)
         self.masks = MaskPrefetcher(mc.vocab_size, cfg.grammar_mask_overlap, device)
         self.debug_checks = False   # tests set True: check_integrity after every step

@@ -32,7 +32,9 @@ def take_chunk(req: Req, tokenizer) -> StreamChunk | None:
     return StreamChunk(req.rid, text, ids, new_lp, new_top, inp, inp_top, prompt_tokens=req.prompt_len,
                        completion_tokens=len(req.output_ids), cached_tokens=req.cached_tokens,
                        forced_tokens=req.forced_tokens, decode_passes=req.decode_passes,
-                       spec_accepted_tokens=req.spec_accepted_tokens, finish_reason=req.finish_reason,
+                       spec_accepted_tokens=req.spec_accepted_tokens,
+                       capped_values=req.matcher.capped_values if req.matcher is not None else 0,
+                       finish_reason=req.finish_reason,
                        ttft=ttft, e2e_latency=e2e)
 
 

@@ -1,21 +1,25 @@
 """Sampler: next tokens for a batch of logits rows, one request per row.
 
-Order per step: log-probabilities of the raw logits (reported), penalties, logit_bias, min_new_tokens / grammar
-masks, then greedy argmax or temperature -> top-k -> top-p -> min-p -> a draw from the request's own
+Order per step: log-probabilities of the raw logits (reported), penalties, DRY (dry.py), logit_bias,
+min_new_tokens / grammar masks, then greedy argmax or temperature -> top-k -> top-p -> min-p -> a draw from the request's own
 torch.Generator (so a seeded request samples the same token whatever else is in the batch). Everything stays on
 the logits' device; the chosen ids cross to the host once per step. Python loops run over the batch, never over
 the vocabulary.
 """
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+import weakref
+from typing import Callable, NamedTuple, Sequence
 
+import numpy as np
 import torch
 
 from sglite.kernels.token_mask import apply_token_bitmask   # Triton on CUDA tensors, torch elsewhere
 
+from .dry import DryState, breaker_tokens, dry_penalties
 from .grammar_masks import GrammarMasks
 from .request import Req
+from .sampling_params import dry_multiplier
 
 NEG_INF = float("-inf")
 TOPK_PREFILTER = 1024  # candidates sorted for top-p when they hold the nucleus
@@ -28,9 +32,15 @@ class SampleOutput(NamedTuple):
 
 
 class Sampler:
-    def __init__(self, vocab_size: int, eos_token_id: int | None):
+    def __init__(self, vocab_size: int, eos_token_id: int | None,
+                 token_bytes: Callable[[], Sequence[bytes]] | None = None):
+        """`token_bytes`: the vocabulary's bytes per id, asked for on the first DRY request (DRY needs it)."""
         self.vocab_size = vocab_size
         self.eos_token_id = eos_token_id
+        self._token_bytes = token_bytes
+        self._breakers: dict[tuple[str, ...], np.ndarray] = {}     # breaker strings -> bool [vocab]
+        # each DRY request's match state, dropped with the request
+        self._dry: weakref.WeakKeyDictionary[Req, DryState] = weakref.WeakKeyDictionary()
 
     def sample(self, logits: torch.Tensor, reqs: Sequence[Req], masks: GrammarMasks | None = None) -> SampleOutput:
         """logits: [B, V] float32, row i for reqs[i]. Mutates logits. Reads (does not advance) grammar state;
@@ -41,6 +51,7 @@ class Sampler:
         raw_lp = torch.log_softmax(logits[want_lp], dim=-1) if want_lp else None
 
         self._apply_penalties(logits, reqs)
+        self._apply_dry(logits, reqs)
         self._apply_logit_bias(logits, reqs)
         self._apply_masks(logits, reqs, masks)
 
@@ -91,6 +102,40 @@ class Sampler:
         penalised = torch.where(sub > 0, sub / rep, sub * rep)
         sub = torch.where(seen & (rep != 1.0), penalised, sub)
         logits[rows] = sub
+
+    def _apply_dry(self, logits: torch.Tensor, reqs: Sequence[Req]) -> None:
+        """Subtracts each DRY request's penalties (dry.py) from its row: the matching runs on the host over the
+        output ids (which live there), the penalties land in one scatter on the logits' device."""
+        rows, ids, pens = [], [], []
+        for i, r in enumerate(reqs):
+            mult = dry_multiplier(r.params)
+            if mult <= 0 or len(r.output_ids) < 2:
+                continue
+            state = self._dry.get(r)
+            if state is None:
+                state = self._dry[r] = DryState(self._breaker_mask(r.params.dry_sequence_breakers))
+            state.update(r.output_ids)
+            tokens, lengths = state.repeats(r.params.dry_allowed_length)
+            if tokens.size:
+                rows.append(np.full(tokens.size, i))
+                ids.append(tokens)
+                pens.append(dry_penalties(lengths, mult, r.params.dry_base, r.params.dry_allowed_length))
+        if not rows:
+            return
+        dev = logits.device
+        index = (torch.from_numpy(np.concatenate(rows)).to(dev), torch.from_numpy(np.concatenate(ids)).to(dev))
+        logits.index_put_(index, -torch.from_numpy(np.concatenate(pens)).to(dev, logits.dtype), accumulate=True)
+
+    def _breaker_mask(self, breakers: tuple[str, ...]) -> np.ndarray:
+        mask = self._breakers.get(breakers)
+        if mask is None:
+            if self._token_bytes is None:
+                raise RuntimeError("DRY sampling needs the vocabulary: build the Sampler with token_bytes")
+            mask = np.zeros(self.vocab_size, bool)
+            tb = self._token_bytes()
+            mask[:len(tb)] = breaker_tokens(tb, breakers)[:self.vocab_size]
+            self._breakers[breakers] = mask
+        return mask
 
     @staticmethod
     def _apply_logit_bias(logits: torch.Tensor, reqs: Sequence[Req]) -> None:

@@ -28,6 +28,10 @@ class _SGLangExtras(_Body):
     regex: Optional[str] = None
     json_schema: Optional[Union[str, dict[str, Any]]] = None
     ebnf: Optional[str] = None
+    dry_multiplier: Optional[float] = None      # DRY, as llama.cpp's server names it
+    dry_base: Optional[float] = None
+    dry_allowed_length: Optional[int] = None
+    dry_sequence_breakers: Optional[list[str]] = None
 
 
 class StreamOptions(_Body):

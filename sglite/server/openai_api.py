@@ -28,7 +28,8 @@ MAX_N = 64
 MAX_TOP_LOGPROBS = 20
 _PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
                 "repetition_penalty", "stop", "stop_token_ids", "stop_regex", "ignore_eos", "skip_special_tokens",
-                "no_stop_trim", "regex", "json_schema", "ebnf", "seed", "n")
+                "no_stop_trim", "regex", "json_schema", "ebnf", "seed", "n", "dry_multiplier", "dry_base",
+                "dry_allowed_length", "dry_sequence_breakers")
 
 
 class OpenAIServing:

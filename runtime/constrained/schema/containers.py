@@ -13,6 +13,7 @@ MAX_PATTERN_PROPERTIES = 4    # a value node is built for every subset of patter
 
 
 def lower_array(sc: Lowerer, s: dict, ptr: str) -> int:
+    s = {k: v for k, v in s.items() if sc.doc.knows(k)}
     if s.get("uniqueItems") is True:
         return sc.compile(unique_arrays(sc, s, ptr), ptr)
     if "contains" in s:
@@ -34,6 +35,7 @@ def lower_array(sc: Lowerer, s: dict, ptr: str) -> int:
 def lower_object(sc: Lowerer, s: dict, ptr: str) -> int:
     """A value under a name must match its `properties` schema and every pattern the name matches; a name
     that is required (directly or by dependentRequired) but not listed gets its pattern/additional node."""
+    s = {k: v for k, v in s.items() if sc.doc.knows(k)}
     props_s = s.get("properties", {})
     declares_names = "properties" in s or "patternProperties" in s
     add_s = s.get("additionalProperties", not (sc.close_objects and declares_names))

@@ -8,6 +8,10 @@ from ..errors import GrammarError, UnsupportedSchemaError
 from .keywords import constraints
 
 MAX_REF_CHAIN = 32
+# the draft each keyword we enforce by rewriting appeared in (before it, it is an unknown word: no effect)
+_SINCE = {"contains": 6, "propertyNames": 6, "if": 7, "then": 7, "else": 7, "dependentSchemas": 2019,
+          "dependentRequired": 2019, "unevaluatedProperties": 2019, "unevaluatedItems": 2019,
+          "minContains": 2019, "maxContains": 2019}
 
 
 class SchemaDocument:
@@ -20,6 +24,13 @@ class SchemaDocument:
         # draft <= 7: a `$ref` replaces its whole schema object (siblings are ignored)
         self.legacy = isinstance(root, dict) and any(
             d in str(root.get("$schema", "")) for d in ("draft-03", "draft-04", "draft-06", "draft-07"))
+        declared = str(root.get("$schema", "")) if isinstance(root, dict) else ""
+        self.draft = next((n for d, n in (("draft-03", 3), ("draft-04", 4), ("draft-06", 6), ("draft-07", 7),
+                                          ("2019-09", 2019)) if d in declared), 2020)
+
+    def knows(self, keyword: str) -> bool:
+        """Whether `keyword` is a keyword of this document's draft (an unknown one is an annotation: ignored)."""
+        return self.draft >= _SINCE.get(keyword, 0)
 
     def resolve(self, ref: str, ptr: str) -> tuple[Any, str]:
         """The schema `ref` (found at `ptr`) points to, and its own pointer."""

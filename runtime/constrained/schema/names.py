@@ -5,6 +5,7 @@ from typing import Any, Union
 
 from ..automata.charfsm import CharFSM
 from ..errors import UnsupportedSchemaError
+from .disjoint import kinds
 from .keywords import constraints, type_list
 from .lowerer import Lowerer
 from .merge import merge_all
@@ -22,11 +23,17 @@ def property_names(sc: Lowerer, names: Any, ptr: str) -> Names:
     if names is False:
         return False
     s, ptr = sc.doc.deref(names, ptr)
-    for _ in range(4):          # rewrites and merges until flat
+    for _ in range(8):          # rewrites and merges until flat
         if isinstance(s, dict) and needs_rewrite(s):
             s = rewrite(sc.doc, s, ptr)
         elif isinstance(s, dict) and "allOf" in s:
             s = merge_all(sc.doc, s, ptr)
+        elif isinstance(s, dict) and set(s) == {"anyOf"}:
+            # names are strings: keep the alternatives that admit strings (a complement has one)
+            alts = [a for a in s["anyOf"] if "string" in kinds(sc.doc, a, ptr)]
+            if len(alts) > 1:
+                break
+            s = alts[0] if alts else False
         else:
             break
     if s is True or s == {}:

@@ -38,7 +38,7 @@ def negate(doc: SchemaDocument, schema: Any, ptr: str, depth: int = 0) -> Any:
         raise GrammarError(f"schema at {ptr} must be an object or boolean, got {type(s).__name__}")
     pieces: list = []
     for k, v in s.items():
-        if k in ANNOTATIONS or k in _PASSIVE:
+        if k in ANNOTATIONS or k in _PASSIVE or not doc.knows(k):
             continue
         pieces.extend(_keyword(doc, s, k, v, ptr, depth))
     if any(p is True or p == {} for p in pieces):

@@ -29,6 +29,7 @@ def needs_rewrite(s: Any) -> bool:
 def rewrite(doc: SchemaDocument, s: dict, ptr: str) -> Any:
     """`s` without not / if-then-else / dependentSchemas / schema dependencies / overlapping oneOf /
     unevaluated*: the same schema as a conjunction (allOf) of `s`'s other keywords and the rewrites."""
+    s = {k: v for k, v in s.items() if doc.knows(k)}
     if "unevaluatedProperties" in s or "unevaluatedItems" in s:
         s = resolve_unevaluated(doc, s, ptr)
         if not needs_rewrite(s):

@@ -110,7 +110,7 @@ def _cases(doc: SchemaDocument, s: Any, ptr: str, depth: int, top: bool = True) 
         ref_cases = _cases(doc, target, tptr, depth + 1, top=False)
         rest = doc.ref_siblings(s)
         return _product(ref_cases, _cases(doc, rest, ptr, depth + 1, top), ptr) if rest else ref_cases
-    s = constraints(s)
+    s = {k: v for k, v in constraints(s).items() if doc.knows(k)}
     prefix = s.get("prefixItems")
     items = s.get("items")
     if isinstance(items, list):               # draft <= 2019 tuple form

@@ -41,12 +41,13 @@ def run_job(spec, docs, backend, runner) -> dict:
     usage0 = backend.usage.as_dict()
     t0 = time.perf_counter()
     prefix = shared_prefix(spec, docs, backend)
-    valid = 0
+    lines = {}
     for line in runner(spec, docs, prefix):
-        valid += isinstance(line, dict) and "error" not in line
+        lines[line["id"] if isinstance(line, dict) else line.id] = line
     elapsed = time.perf_counter() - t0
     usage = {k: v - usage0[k] for k, v in backend.usage.as_dict().items() if k != "cache_hit_rate"}
-    return {"docs": len(docs), "valid": valid, "seconds": elapsed, "docs_per_s": len(docs) / elapsed,
+    valid = sum(isinstance(x, dict) and "error" not in x for x in lines.values())
+    return {"docs": len(docs), "valid": valid, "lines": lines, "seconds": elapsed, "docs_per_s": len(docs) / elapsed,
             "tok_per_s": usage["completion_tokens"] / elapsed,
             "hit": usage["cached_tokens"] / usage["prompt_tokens"] if usage["prompt_tokens"] else 0.0}
 
@@ -95,17 +96,19 @@ def main() -> None:
             local = bench_local(spec, docs, args)
             print(f"round {r + 1}: ray ...", file=sys.stderr)
             remote = bench_ray(spec, docs, args)
-            rows.append((r + 1, f"local, 1 engine x {args.threads} threads", local, None))
+            same = sum(remote["lines"].get(k) == v for k, v in local["lines"].items())
+            rows.append((r + 1, f"local, 1 engine x {args.threads} threads", local, None, ""))
             rows.append((r + 1, f"ray, {args.replicas} replicas x {max(1, args.threads // args.replicas)} "
-                                "thread(s)", remote, remote["docs_per_s"] / local["docs_per_s"]))
+                                "thread(s)", remote, remote["docs_per_s"] / local["docs_per_s"],
+                         f"{same}/{len(docs)}"))
     finally:
         ray.shutdown()
     print(f"\n{len(docs)} documents ({args.copies} x the bundled reports), weights {args.weights}, "
           f"max_tokens {args.max_tokens}, greedy")
-    print(f"| round | setup | valid | seconds | docs/s | output tok/s | prefix hit | vs local |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r, name, m, ratio in rows:
-        print(f"| {r} | {name} | {m['valid']}/{m['docs']} | {m['seconds']:.1f} | {m['docs_per_s']:.2f} | "
+    print("| round | setup | valid | same lines as local | seconds | docs/s | output tok/s | prefix hit | vs local |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r, name, m, ratio, same in rows:
+        print(f"| {r} | {name} | {m['valid']}/{m['docs']} | {same} | {m['seconds']:.1f} | {m['docs_per_s']:.2f} | "
               f"{m['tok_per_s']:.0f} | {m['hit']:.0%} | {'' if ratio is None else f'{ratio:.2f}x'} |")
 
 

@@ -19,7 +19,8 @@ LAYERS = {
     "vocab": {"automata"},
     "schema": {"automata", "ir", "errors"},
     "parser": {"automata", "ir", "vocab", "errors"},
-    "compiler": {"automata", "ir", "vocab", "schema", "parser", "errors"},
+    "cfg": {"automata", "vocab", "parser", "errors"},
+    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors"},
     "__init__": {"compiler", "errors", "parser"},
 }
 

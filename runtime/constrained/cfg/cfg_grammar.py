@@ -1,0 +1,53 @@
+"""A compiled context-free grammar: a normalized CfgIR made runnable for one vocabulary, with the same
+`matcher()` as JSON's `Grammar` (parser/matcher.py's GrammarMatcher runs it: allowed masks, advance, accepting,
+forced text, so jump-forward works unchanged). Immutable and shared between requests; its caches only grow."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import GrammarError
+from ..parser.matcher import GrammarMatcher
+from ..vocab.token_index import TokenIndex
+from .cfg_ir import CfgIR
+from .cfg_masks import CfgMasks
+from .cfg_parser import CfgParser, Stack
+from .normalize import normalize
+
+
+class CfgGrammar:
+    """Implements parser/matcher.py's CompiledGrammar over CfgParser stacks."""
+
+    def __init__(self, kind: str, spec: str, index: TokenIndex, ir: CfgIR):
+        """`kind` ("lark", "gbnf", "structural_tag") and `spec` (the source text) name what `ir` came from.
+        Raises GrammarError if the grammar cannot be run (naming the rule)."""
+        self.kind, self.spec, self.index = kind, spec, index
+        self.source_ir = ir
+        self.ir = normalize(ir)
+        self.parser = CfgParser(self.ir)
+        if not self.parser.initial:
+            raise GrammarError(f"{kind} grammar admits no string at all")
+        for dfa in self.parser.dfas:
+            dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
+        self.masks = CfgMasks(self.parser, index)
+        self.initial: tuple[Stack, ...] = self.parser.initial
+        self.nodes = ()        # no JSON nodes (GrammarMatcher reads them only under generation caps)
+        self.vocab_size = index.vocab_size
+        self.words = self.masks.words
+        self.run = self.parser.run
+        self.accepting = self.parser.accepting
+        self.next_bytes = self.parser.next_bytes
+        self.stack_mask = self.masks.stack_mask
+
+    def matcher(self) -> GrammarMatcher:
+        """A new per-request matcher at the start of the grammar."""
+        return GrammarMatcher(self)
+
+    def stack_mask_bool(self, stack: Stack) -> np.ndarray:
+        return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
+            .astype(bool)
+
+    def __repr__(self) -> str:
+        return f"CfgGrammar({self.kind}, {len(self.ir.rules)} rules, {self.spec[:60]!r})"
+
+    def __str__(self) -> str:
+        return str(self.source_ir)

@@ -1,0 +1,143 @@
+"""Token masks per parse stack of a context-free grammar (cfg_parser.py), built on the vocabulary trie walks the
+JSON path uses (vocab/token_index.py), cached per stack.
+
+A stack's mask is: the tokens its top lexeme reads wholly (`TokenIndex.classify`, cached per DFA state and
+shared by every grammar with an equal DFA); the tokens that leave the lexeme part-way with a rest the stacks
+after the lexeme accept; and, if the lexeme may end right here, the masks of those stacks. Leaving tokens are
+grouped by the trie node where they leave (the prefix the lexeme read): where many leave at one node (a space
+before words), the tokens below that node are classified from the next lexemes at once, recursively and
+deeper in the trie each time; where few do, their rests are run through the parser."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..vocab.token_index import TokenIndex
+from .cfg_parser import CfgParser, Stack
+
+_CACHE_LIMIT = 8_192
+_DENSE = 4_096       # inside tokens past this many are OR-ed in as a cached packed mask
+_FEW = 16            # tokens leaving at one trie node up to this many are checked one by one
+
+
+class CfgMasks:
+    """Mask computation and caches for one grammar, shared by every request (writes hold the lock)."""
+
+    def __init__(self, parser: CfgParser, index: TokenIndex):
+        self.parser, self.index = parser, index
+        self.vocab_size = index.vocab_size
+        self.words = (index.vocab_size + 31) // 32
+        self._zeros = np.zeros(self.words, np.int32)
+        self._masks: dict[Stack, np.ndarray] = {}
+        self._below: dict[tuple, np.ndarray] = {}       # (stack below a lexeme, trie node) -> packed mask
+        self._points: dict[tuple, tuple] = {}           # (dfa key, state, trie node) -> leave points
+        self._first: dict[Stack, np.ndarray] = {}       # stack below -> bool [256] bytes that can follow
+        self._lock = threading.Lock()
+
+    def stack_mask(self, stack: Stack) -> np.ndarray:
+        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached."""
+        hit = self._masks.get(stack)
+        if hit is not None:
+            return hit
+        if not stack:
+            return self._zeros
+        mask = np.zeros(self.vocab_size, bool)
+        extra: list[np.ndarray] = []
+        self._lexeme_tokens(stack, 0, mask, extra)
+        t, s = self.parser.lex(stack)
+        if self.parser.acc[t][s]:
+            # the lexeme may end right here: every token allowed after it is allowed now
+            extra.extend(self.stack_mask(succ) for succ in self.parser.complete(stack[:-1]) if succ)
+        return self._store(self._masks, stack, _pack(mask, self.words, extra))
+
+    def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray, extra: list) -> None:
+        """Set in `mask` (or add to `extra`, packed) the tokens below trie node `node` (its prefix already read
+        into `stack`) that the top lexeme reads at least one more byte of: wholly, or leaving it part-way with
+        a rest that the stacks after the lexeme accept."""
+        t, s = self.parser.lex(stack)
+        dfa = self.parser.dfas[t]
+        cls = self.index.classify(dfa, s, node)
+        if len(cls.inside) > _DENSE:
+            extra.append(self.index.packed_inside(dfa, s, node))
+        else:
+            mask[cls.inside] = True
+        if not cls.leaving:
+            return
+        below = stack[:-1]
+        follow = None
+        for m, toks, firsts, rests in self._leave_points(dfa, s, node, cls.leaving):
+            if len(toks) > _FEW:
+                ok = self._tokens_below(below, m)
+                mask[toks[(ok[toks >> 5] >> (toks & 31)) & 1 == 1]] = True
+                continue
+            if follow is None:
+                follow = self._follow_bytes(below)
+            succ = self.parser.complete(below)
+            for tok, first, rest in zip(toks.tolist(), firsts, rests):
+                if follow[first] and self.parser.run(succ, rest):
+                    mask[tok] = True
+
+    def _tokens_below(self, below: Stack, node: int) -> np.ndarray:
+        """Packed mask of the tokens below trie node `node` (whose prefix ended a lexeme on `below`) that the
+        stacks after that lexeme accept. Cached per (below, node)."""
+        key = (below, node)
+        hit = self._below.get(key)
+        if hit is None:
+            mask = np.zeros(self.vocab_size, bool)
+            extra: list[np.ndarray] = []
+            for succ in self.parser.complete(below):
+                if succ:      # a lexeme at its start: it reads the next byte (lexemes are never empty)
+                    self._lexeme_tokens(succ, node, mask, extra)
+            hit = self._store(self._below, key, _pack(mask, self.words, extra))
+        return hit
+
+    def _follow_bytes(self, below: Stack) -> np.ndarray:
+        """bool [256]: the bytes that can follow a lexeme ending on `below`. Cached."""
+        hit = self._first.get(below)
+        if hit is None:
+            hit = np.zeros(256, bool)
+            for succ in self.parser.complete(below):
+                hit[list(self.parser.next_bytes(succ))] = True
+            hit = self._store(self._first, below, hit)
+        return hit
+
+    def _leave_points(self, dfa, s: int, node: int, leaving) -> tuple:
+        """The leaving tokens of (dfa, s, node) grouped by the trie node where the lexeme ends: ((trie node,
+        int64 token ids, first byte of each rest, each rest), ...). Cached."""
+        key = (dfa.key, s, node)
+        hit = self._points.get(key)
+        if hit is not None:
+            return hit
+        tb, children = self.index.token_bytes, self.index.children
+        groups: dict[int, list] = {}
+        for _, rest, toks in leaving:
+            for tok, _ in toks:
+                data = tb[tok]
+                m = 0
+                for b in data[:len(data) - len(rest)]:
+                    m = children[m][b]
+                g = groups.setdefault(m, [[], [], []])
+                g[0].append(tok)
+                g[1].append(rest[0])
+                g[2].append(rest)
+        hit = tuple((m, np.array(g[0], np.int64), g[1], g[2]) for m, g in groups.items())
+        return self._store(self._points, key, hit)
+
+    def _store(self, cache: dict, key, value):
+        with self._lock:
+            if len(cache) > _CACHE_LIMIT:
+                cache.clear()
+            cache[key] = value
+        return value
+
+
+def _pack(mask: np.ndarray, words: int, extra: list[np.ndarray]) -> np.ndarray:
+    """bool [vocab] -> int32 [words] (bit j of word w = token 32*w+j), OR-ed with the packed masks in `extra`."""
+    bits = np.packbits(mask, bitorder="little")
+    if bits.size < words * 4:
+        bits = np.concatenate([bits, np.zeros(words * 4 - bits.size, np.uint8)])
+    out = bits.view("<i4").astype(np.int32)
+    for e in extra:
+        out |= e
+    return out

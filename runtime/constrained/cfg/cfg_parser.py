@@ -1,0 +1,179 @@
+"""A top-down parser over lexemes for a normalized CfgIR (normalize.py: no left recursion), with every choice
+kept: a parse state is a set of stacks, as in parser/ for JSON.
+
+A stack is a tuple of ints, bottom first. Below the top are continuations: position ids, each "go on at symbol
+i of alternative a" (`pos_sym`, `pos_next`). The top is the lexeme being read, as a negative code
+`-1 - (term_base[t] + dfa_state)`. The empty stack is the accepting one: the start rule is complete.
+A continuation with nothing left after the called symbol is not pushed (a tail call), so repetition written as
+right recursion (which left recursion is rewritten into) keeps stacks short, and equal stacks merge.
+Lexing is nondeterministic: a lexeme may end wherever its DFA accepts (Lark's `dynamic_complete` Earley lexer
+reads the same strings). Ignored terminals may start at every lexeme boundary."""
+from __future__ import annotations
+
+import threading
+
+from ..errors import GrammarError
+from .cfg_ir import CfgIR
+
+Stack = tuple   # tuple[int, ...]
+_CACHE_LIMIT = 65_536
+_MAX_STACKS = 20_000       # stacks alive at once; past this the grammar is too ambiguous to run
+
+
+class CfgParser:
+    """Tables and the byte stepper for one normalized grammar. Immutable apart from caches that only grow
+    (cleared wholesale at their limit), so one instance serves every request."""
+
+    def __init__(self, ir: CfgIR):
+        terms = list(ir.terminals)
+        tid = {name: i for i, name in enumerate(terms)}
+        rules = list(ir.rules)
+        nid = {name: len(terms) + i for i, name in enumerate(rules)}
+        self.num_terms = len(terms)
+        self.terminals = [ir.terminals[n] for n in terms]
+        self.dfas = [t.dfa for t in self.terminals]
+        self.rows = [d.table_list for d in self.dfas]
+        self.acc = [d.accepting_list for d in self.dfas]
+        self.term_base: list[int] = []
+        self.lex_term: list[int] = []       # lexeme code -> terminal
+        self.lex_state: list[int] = []      # lexeme code -> DFA state
+        for t, d in enumerate(self.dfas):
+            self.term_base.append(len(self.lex_term))
+            self.lex_term.extend([t] * d.num_states)
+            self.lex_state.extend(range(d.num_states))
+        self.pos_sym: list[int] = []
+        self.pos_next: list[int] = []       # -1: the alternative ends after this symbol
+        self.alts: list[list[int]] = [[] for _ in rules]     # rule -> first position of each alternative (-1: empty)
+        for name in rules:
+            for alt in ir.rules[name]:
+                if not alt:
+                    self.alts[nid[name] - self.num_terms].append(-1)
+                    continue
+                first = len(self.pos_sym)
+                for k, s in enumerate(alt):
+                    self.pos_sym.append(tid[s.name] if s.terminal else nid[s.name])
+                    self.pos_next.append(first + k + 1 if k + 1 < len(alt) else -1)
+                self.alts[nid[name] - self.num_terms].append(first)
+        self.ignore = [tid[n] for n in ir.ignore]
+        self.start_codes = [-1 - self.term_base[t] - self.dfas[t].start for t in range(self.num_terms)]
+        self._expand: dict[Stack, tuple[Stack, ...]] = {}
+        self._complete: dict[Stack, tuple[Stack, ...]] = {}
+        self._accepting: dict[Stack, bool] = {}
+        self._next: dict[Stack, frozenset] = {}
+        self._lock = threading.Lock()
+        start = nid[ir.start]
+        self.initial: tuple[Stack, ...] = self.after_call(start)
+
+    # --- structure ---------------------------------------------------------------------------------------------
+    def lex(self, stack: Stack) -> tuple[int, int]:
+        """(terminal, DFA state) of the lexeme on top of a non-empty stack."""
+        code = -1 - stack[-1]
+        return self.lex_term[code], self.lex_state[code]
+
+    def after_call(self, rule: int) -> tuple[Stack, ...]:
+        """The stacks at the start of `rule` with nothing below it, ignored terminals before it included."""
+        out: list[Stack] = []
+        for f in self.alts[rule - self.num_terms]:
+            out.extend(self.complete((f,) if f >= 0 else ()))
+        return tuple(dict.fromkeys(out))
+
+    def expand(self, below: Stack) -> tuple[Stack, ...]:
+        """The stacks with a lexeme (at its DFA's start) on top, or the empty one, that continuation stack `below`
+        can reach without reading a byte (predicting rules, returning from finished ones). Cached."""
+        hit = self._expand.get(below)
+        if hit is None:
+            out: list[Stack] = []
+            self._push(below, out, 0)
+            hit = self._store(self._expand, below, tuple(dict.fromkeys(out)))
+        return hit
+
+    def _push(self, below: Stack, out: list, depth: int) -> None:
+        if not below:
+            out.append(())
+            return
+        if depth > 10_000 or len(out) > _MAX_STACKS:
+            raise GrammarError(f"the grammar predicts more than {_MAX_STACKS} parse stacks at one position")
+        p = below[-1]
+        nxt = self.pos_next[p]
+        cont = below[:-1] + (nxt,) if nxt >= 0 else below[:-1]
+        sym = self.pos_sym[p]
+        if sym < self.num_terms:
+            out.append(cont + (self.start_codes[sym],))
+            return
+        for f in self.alts[sym - self.num_terms]:
+            self._push(cont + (f,) if f >= 0 else cont, out, depth + 1)
+
+    def complete(self, below: Stack) -> tuple[Stack, ...]:
+        """The stacks after a lexeme ends on top of `below`: what `below` expands to, and an ignored terminal
+        starting on `below` itself. Cached."""
+        hit = self._complete.get(below)
+        if hit is None:
+            out = list(self.expand(below)) + [below + (self.start_codes[t],) for t in self.ignore]
+            hit = self._store(self._complete, below, tuple(dict.fromkeys(out)))
+        return hit
+
+    def _store(self, cache: dict, key, value):
+        with self._lock:
+            if len(cache) > _CACHE_LIMIT:
+                cache.clear()
+            cache[key] = value
+        return value
+
+    # --- reading bytes -----------------------------------------------------------------------------------------
+    def run(self, stacks, data: bytes) -> list[Stack]:
+        """The stacks after reading `data` from any of `stacks` (empty: rejected). Pure."""
+        cur = stacks
+        for b in data:
+            nxt: dict[Stack, None] = {}
+            for st in cur:
+                self._step(st, b, nxt)
+            if not nxt:
+                return []
+            if len(nxt) > _MAX_STACKS:
+                raise GrammarError(f"the grammar keeps more than {_MAX_STACKS} parses alive: too ambiguous to run")
+            cur = nxt
+        return list(cur)
+
+    def _step(self, st: Stack, b: int, out: dict) -> None:
+        if not st:
+            return
+        code = -1 - st[-1]
+        t = self.lex_term[code]
+        s = self.lex_state[code]
+        ns = self.rows[t][s][b]
+        if ns >= 0:
+            out[st[:-1] + (-1 - self.term_base[t] - ns,)] = None
+        if self.acc[t][s]:
+            for succ in self.complete(st[:-1]):
+                if succ:
+                    code = -1 - succ[-1]
+                    t2 = self.lex_term[code]
+                    ns = self.rows[t2][self.lex_state[code]][b]
+                    if ns >= 0:
+                        out[succ[:-1] + (-1 - self.term_base[t2] - ns,)] = None
+
+    def accepting(self, stack: Stack) -> bool:
+        """Whether the input may end here: the start rule is complete, or the top lexeme may end and complete it."""
+        if not stack:
+            return True
+        hit = self._accepting.get(stack)
+        if hit is None:
+            t, s = self.lex(stack)
+            hit = self._store(self._accepting, stack, bool(self.acc[t][s]) and () in self.expand(stack[:-1]))
+        return hit
+
+    def next_bytes(self, stack: Stack) -> frozenset:
+        """Bytes that can come next from `stack`. Cached."""
+        if not stack:
+            return frozenset()
+        hit = self._next.get(stack)
+        if hit is None:
+            t, s = self.lex(stack)
+            out = set(self.dfas[t].live_bytes(s))
+            if self.acc[t][s]:
+                for succ in self.complete(stack[:-1]):
+                    if succ:
+                        t2, s2 = self.lex(succ)
+                        out.update(self.dfas[t2].live_bytes(s2))
+            hit = self._store(self._next, stack, frozenset(out))
+        return hit

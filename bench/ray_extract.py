@@ -8,7 +8,7 @@ the example's schema (objects closed, as the CLI compiles it) and instructions. 
 - local: one Engine (in process) with --threads torch threads;
 - ray: --replicas replicas on a local Ray cluster of --threads CPUs, each an Engine with threads/replicas
   threads, the documents dispatched in shards (sglite/distributed).
-Model loading is not timed: the clock runs from the first document sent to the last result back. The ratio is
+Every engine gets the same KV pool (--max-total-tokens). Model loading is not timed: the clock runs from the first document sent to the last result back. The ratio is
 ray's docs/s over local's from the same round. On a shared machine the figures are noisy: use --rounds."""
 from __future__ import annotations
 
@@ -56,7 +56,8 @@ def bench_local(spec, docs, args) -> dict:
     import sglite as sgl
     from sglite.extract.job import run_documents
 
-    with sgl.Runtime(args.model, weights=args.weights, num_threads=args.threads) as rt:
+    with sgl.Runtime(args.model, weights=args.weights, num_threads=args.threads,
+                     max_total_tokens=args.max_total_tokens) as rt:
         run_job(spec, docs[:2], rt, lambda s, d, p: run_documents(s, d, rt, p))   # warm-up (not timed)
         rt.flush_cache()
         return run_job(spec, docs, rt, lambda s, d, p: run_documents(s, d, rt, p))
@@ -67,7 +68,7 @@ def bench_ray(spec, docs, args) -> dict:
 
     per_replica = max(1, args.threads // args.replicas)
     with sgl.RayRuntime(args.model, replicas=args.replicas, num_threads=per_replica, weights=args.weights,
-                        shard_size=args.shard_size) as rt:
+                        shard_size=args.shard_size, max_total_tokens=args.max_total_tokens) as rt:
         run_job(spec, docs[:2 * args.replicas], rt, rt.run_documents)               # warm-up (not timed)
         rt.flush_cache()
         return run_job(spec, docs, rt, rt.run_documents)
@@ -83,6 +84,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=384)
     ap.add_argument("--model", default=None, help="default: SmolLM2-135M-Instruct")
     ap.add_argument("--weights", default="auto")
+    ap.add_argument("--max-total-tokens", type=int, default=32768,
+                    help="KV slots per engine, local and each replica alike (the default, 64 x 2048, is "
+                         "gigabytes per engine)")
     args = ap.parse_args()
 
     import ray

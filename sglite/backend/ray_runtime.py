@@ -67,8 +67,7 @@ class RayRuntime(Backend):
                 device = self.engine_options.get("device") or ("cuda" if have.get("GPU") else "cpu")
                 cuda = str(device).startswith("cuda")
                 num_gpus = self.num_gpus if self.num_gpus is not None else (1 if cuda else 0)
-                replicas = self.replicas or max(1, int(have.get("GPU", 0) / num_gpus) if cuda and num_gpus
-                                                else int(have.get("CPU", 1)) // self.num_threads)
+                replicas = self.replicas or _fill(have, num_gpus if cuda else 0, self.num_threads)
                 spec = ReplicaSpec(self.model, {**self.engine_options, "device": device,
                                                 "num_threads": self.num_threads},
                                    num_cpus=self.num_threads, num_gpus=num_gpus)
@@ -193,3 +192,10 @@ class RayRuntime(Backend):
         with self.usage._lock:
             for name in USAGE_FIELDS:
                 setattr(self.usage, name, direct[name] + sum(int(r.get(name) or 0) for r in reports))
+
+
+def _fill(resources: dict[str, float], gpus_each: float, cpus_each: int) -> int:
+    """How many replicas the cluster holds: one per `gpus_each` GPUs when they use GPUs, else per `cpus_each`."""
+    if gpus_each:
+        return max(1, int(resources.get("GPU", 0) // gpus_each))
+    return max(1, int(resources.get("CPU", 1)) // cpus_each)

@@ -51,7 +51,6 @@ class Replica:
         return self.runtime.flush_cache()
 
     # --- shards (streamed: one yield per finished item) ---------------------------------------------------
-
     def extract(self, shard: list[tuple[str, Any]], spec: Any, prefix: str) -> Iterator[tuple[str, Any, dict]]:
         """Run one shard of (id_key, Document) with extract's job (sglite.extract.job.run_documents), yielding
         (id_key, result line or Unfinished, usage) as each document finishes. `prefix` is committed to the radix

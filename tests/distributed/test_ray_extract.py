@@ -56,6 +56,13 @@ def test_run_batch_on_ray_matches_a_local_run_batch(ray_runtime, local_runtime):
     assert remote[0].get_meta_info("name")["finish_reason"] == local[0].get_meta_info("name")["finish_reason"]
 
 
+def test_one_program_at_a_time_goes_to_a_replica(ray_runtime, local_runtime):
+    text = "Person 7 is 27 years old."
+    remote = person.run(text=text, backend=ray_runtime, temperature=0)
+    local = person.run(text=text, backend=local_runtime, temperature=0)
+    assert remote.error() is None and remote["name"] == local["name"]
+
+
 def test_a_replica_killed_mid_job_loses_nothing(tmp_path, ray_runtime):
     import ray
 

@@ -71,3 +71,11 @@ def test_ray_runtime_refuses_bad_counts_at_construction():
         sgl.RayRuntime(replicas=0)
     with pytest.raises(ValueError, match="num_threads must be an int >= 1"):
         sgl.RayRuntime(num_threads=0)
+
+
+def test_without_a_replica_count_the_cluster_is_filled():
+    from sglite.backend.ray_runtime import _fill
+
+    assert _fill({"CPU": 8.0}, 0, 2) == 4            # one per num_threads CPUs
+    assert _fill({"CPU": 16.0, "GPU": 4.0}, 1, 1) == 4   # one per GPU on CUDA
+    assert _fill({"CPU": 1.0}, 0, 4) == 1            # at least one

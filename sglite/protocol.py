@@ -22,7 +22,9 @@ from enum import Enum
 from typing import Any, AsyncIterator, Iterator, Protocol, runtime_checkable
 
 # The constraint kinds a request may set (at most one). Every layer names them through this tuple.
-CONSTRAINT_KINDS = ("regex", "json_schema", "ebnf")
+# ebnf: GBNF as SGLang takes it (a Lark grammar is accepted too); grammar: Lark; structural_tag: JSON text (see
+# sglite.runtime.constrained.cfg.structural_tag)
+CONSTRAINT_KINDS = ("regex", "json_schema", "ebnf", "grammar", "structural_tag")
 
 
 class RequestError(ValueError):
@@ -82,6 +84,8 @@ class SamplingParams:
     regex: str | None = None          # checked by the grammar compiler (its dialect), not by Python's re
     json_schema: str | None = None    # a JSON string; dicts and pydantic models go through json_schema_text
     ebnf: str | None = None
+    grammar: str | None = None
+    structural_tag: str | None = None     # JSON text; a dict goes through json.dumps
     logit_bias: tuple[tuple[int, float], ...] | None = None   # (token id, added to its logit), ids ascending
     # DRY ("don't repeat yourself", as llama.cpp defines it), on output tokens: a token that would extend a
     # sequence already in the output past dry_allowed_length tokens loses multiplier * base^(length - allowed)
@@ -161,7 +165,7 @@ class SamplingParams:
                 raise bad(key, "must be a string", "invalid_type")
         if len(set_kinds) > 1:
             raise RequestError(set_kinds[1], "invalid_value",
-                               f"sampling_params may set only one of regex, json_schema, ebnf; got {set_kinds}")
+                               f"sampling_params may set only one of {', '.join(CONSTRAINT_KINDS)}; got {set_kinds}")
 
     @classmethod
     def from_dict(cls, d: "dict[str, Any] | SamplingParams | None") -> "SamplingParams":
@@ -232,6 +236,8 @@ def normalize_fields(d: dict[str, Any]) -> dict[str, Any]:
             out[key] = tuple(out[key])
     if "json_schema" in out:
         out["json_schema"] = json_schema_text(out["json_schema"])
+    if isinstance(out.get("structural_tag"), (dict, list)):
+        out["structural_tag"] = json.dumps(out["structural_tag"])
     if "logit_bias" in out:
         out["logit_bias"] = _logit_bias_pairs(out["logit_bias"])
     for key in _NUM_FIELDS + ("dry_multiplier",):

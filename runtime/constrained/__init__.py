@@ -1,7 +1,8 @@
 """Constrained decoding: regex / JSON Schema -> byte-level automata + token masks, and jump-forward.
 
     compiler = GrammarCompiler(tokenizer)
-    grammar = compiler.compile_json_schema(schema)     # or compile_regex(pattern); cached, shared, immutable
+    grammar = compiler.compile_json_schema(schema)     # or compile_regex(pattern), compile_grammar(text, "lark"
+                                                       # | "gbnf"); cached, shared, immutable
     m = grammar.matcher()                              # per-request state
     m.fill_bitmask(bitmask, row); m.advance(token_id); m.is_accepting(); m.forced_text()
     jump_forward_tokens(tokenizer, m)                  # forced tokens, cut where no token can straddle
@@ -17,8 +18,11 @@ test_no_import_cycles.py checks it):
 - parser/: a pushdown parser over the IR (a stack of frames per parse; several stacks for anyOf); token masks
   per stack, where only tokens that end a lexeme part-way are checked against the stack; the shared `Grammar`,
   the per-request `GrammarMatcher`, and jump-forward (forced text -> safe tokens).
+- cfg/: context-free grammars (Lark, GBNF) -> a CFG IR, normalized (no left recursion), run top-down over
+  lexemes as sets of stacks, with masks from the same trie walks; `matcher()` is the same GrammarMatcher.
 - compiler.py: `GrammarCompiler`, which owns the token index and the caches.
 """
+from .cfg import grammar_syntax
 from .compiler import GrammarCompiler
 from .errors import GrammarError, UnsupportedSchemaError
 from .parser.grammar import Grammar
@@ -26,4 +30,4 @@ from .parser.jump_forward import jump_forward_tokens
 from .parser.matcher import GrammarMatcher
 
 __all__ = ["GrammarCompiler", "Grammar", "GrammarMatcher", "GrammarError", "UnsupportedSchemaError",
-           "jump_forward_tokens"]
+           "jump_forward_tokens", "grammar_syntax"]

@@ -9,6 +9,7 @@ from typing import Any
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
+from .cfg.structural_tag import StructuralTagGrammar, parse_structural_tag
 from .errors import GrammarError
 from .ir.generation_caps import GenerationCaps, apply_generation_caps
 from .ir.grammar_ir import JSON_WS, GrammarIR
@@ -150,6 +151,25 @@ class GrammarCompiler:
             ir = lark_to_ir(text) if syntax == "lark" else gbnf_to_ir(text)
             return CfgGrammar(syntax, text, self.index, ir)
         return self._cached(("grammar", syntax, text, self.tokenizer.name), build)
+
+    def compile_structural_tag(self, spec: Any, whitespace: str = "any",
+                               property_order: str = "any") -> StructuralTagGrammar:
+        """Grammar for free text in which each trigger starts one of the structures: its `begin`, a JSON value
+        under its `schema` (compiled as compile_json_schema does, with these options), its `end`; then free text
+        again. `spec`: SGLang's {"structures": [{"begin", "schema", "end"}, ...], "triggers": [...]} as a dict
+        or JSON text. Raises GrammarError (or UnsupportedSchemaError) naming the structure at fault."""
+        structures, triggers, key = parse_structural_tag(spec)
+
+        def build() -> StructuralTagGrammar:
+            bodies = []
+            for i, s in enumerate(structures):
+                try:
+                    bodies.append(self.compile_json_schema(s.schema, whitespace=whitespace,
+                                                           property_order=property_order))
+                except GrammarError as e:
+                    raise GrammarError(f"structural_tag structures[{i}].schema: {e}") from None
+            return StructuralTagGrammar(key, self.index, structures, triggers, bodies)
+        return self._cached(("structural_tag", key, whitespace, property_order, self.tokenizer.name), build)
 
 
 def _load_schema(schema: Any) -> Any:

@@ -1,4 +1,5 @@
-"""The engine's side of constrained decoding: compile a request's regex / JSON schema / EBNF before it is queued
+"""The engine's side of constrained decoding: compile a request's regex / JSON schema / grammar (GBNF or Lark) /
+structural tag before it is queued
 (errors reach the caller as RequestError naming the constraint, never the loop), create its matcher, and produce
 jump-forward tokens.
 The automata themselves live in sglite.runtime.constrained."""
@@ -9,7 +10,7 @@ from typing import Any
 
 from sglite.protocol import RequestError, SamplingParams
 
-from ..constrained import GrammarCompiler, UnsupportedSchemaError, jump_forward_tokens
+from ..constrained import GrammarCompiler, UnsupportedSchemaError, grammar_syntax, jump_forward_tokens
 from .request import Req
 
 
@@ -46,11 +47,13 @@ class GrammarBackend:
                 # generation mode: objects that name their properties are closed (see compile_json_schema)
                 grammar = compiler.compile_json_schema(text, whitespace=self.json_whitespace,
                                                        property_order=self.json_property_order, close_objects=True)
-            elif not hasattr(compiler, "compile_ebnf"):
-                raise RequestError("ebnf", "unsupported", "sampling_params['ebnf'] is not supported yet: use regex "
-                                   "or json_schema")
+            elif kind == "ebnf":        # SGLang's EBNF is GBNF; a Lark grammar is taken too
+                grammar = compiler.compile_grammar(text, syntax=grammar_syntax(text))
+            elif kind == "grammar":
+                grammar = compiler.compile_grammar(text, syntax="lark")
             else:
-                grammar = compiler.compile_ebnf(text)
+                grammar = compiler.compile_structural_tag(text, whitespace=self.json_whitespace,
+                                                          property_order=self.json_property_order)
             grammar.matcher().allowed_mask()   # cached in the shared grammar from here on
             return grammar
         except RequestError:

@@ -27,7 +27,9 @@ class _SGLangExtras(_Body):
     stop_regex: Optional[Union[str, list[str]]] = None
     regex: Optional[str] = None
     json_schema: Optional[Union[str, dict[str, Any]]] = None
-    ebnf: Optional[str] = None
+    ebnf: Optional[str] = None                  # GBNF (or Lark)
+    grammar: Optional[str] = None               # Lark
+    structural_tag: Optional[Union[str, dict[str, Any]]] = None
     dry_multiplier: Optional[float] = None      # DRY, as llama.cpp's server names it
     dry_base: Optional[float] = None
     dry_allowed_length: Optional[int] = None

@@ -12,7 +12,7 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglite.protocol import GenerateRequest, RequestError, SamplingParams
+from sglite.protocol import CONSTRAINT_KINDS, GenerateRequest, RequestError, SamplingParams
 
 from .bodies import ChatCompletionRequest, CompletionRequest
 from .engine_client import EngineClient, RequestStream, collect
@@ -28,7 +28,7 @@ MAX_N = 64
 MAX_TOP_LOGPROBS = 20
 _PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
                 "repetition_penalty", "stop", "stop_token_ids", "stop_regex", "ignore_eos", "skip_special_tokens",
-                "no_stop_trim", "regex", "json_schema", "ebnf", "seed", "n", "dry_multiplier", "dry_base",
+                "no_stop_trim", *CONSTRAINT_KINDS, "seed", "n", "dry_multiplier", "dry_base",
                 "dry_allowed_length", "dry_sequence_breakers")
 
 
@@ -45,7 +45,7 @@ class OpenAIServing:
             raise bad_request("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
         plan = tool_plan(req)
         if plan is not None:
-            fixed = [k for k in ("response_format", "regex", "json_schema", "ebnf") if getattr(req, k) is not None]
+            fixed = [k for k in ("response_format", *CONSTRAINT_KINDS) if getattr(req, k) is not None]
             if fixed and not (fixed == ["response_format"] and req.response_format.type == "text"):
                 raise bad_request(f"'{fixed[0]}' cannot be combined with tools unless tool_choice is 'none'",
                                   param=fixed[0])
@@ -295,12 +295,12 @@ class OpenAIServing:
         if top is not None and not 0 <= top <= MAX_TOP_LOGPROBS:
             raise bad_request(f"'top_logprobs' must be between 0 and {MAX_TOP_LOGPROBS}, got {top}",
                               param="top_logprobs")
-        sources = [k for k in ("regex", "json_schema", "ebnf") if getattr(req, k) is not None]
+        sources = [k for k in CONSTRAINT_KINDS if getattr(req, k) is not None]
         schema = response_format_schema(req.response_format)
         if schema is not None:
             sources.append("response_format")
         if len(sources) > 1:
-            raise bad_request(f"set only one of regex, json_schema, ebnf and response_format (got {sources})",
+            raise bad_request(f"set only one of {', '.join(CONSTRAINT_KINDS)} and response_format (got {sources})",
                               param=sources[-1])
         params = {key: getattr(req, key) for key in _PASSTHROUGH}
         params.update(max_new_tokens=max_tokens, min_new_tokens=req.min_tokens, logit_bias=req.logit_bias)

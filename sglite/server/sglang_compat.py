@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from sglite.protocol import RequestError, SamplingParams
+from sglite.protocol import CONSTRAINT_KINDS, RequestError, SamplingParams
 
 # --- GenerateReqInput ---------------------------------------------------------------------------------------------
 # GenerateBody implements text, input_ids, sampling_params, return_logprob, logprob_start_len, top_logprobs_num,
@@ -115,10 +115,9 @@ def sampling_params(d: dict[str, Any] | None, vocab_size: int, max_context: int
     beam = d.pop("beam_width", 1)
     if beam != 1:
         raise RequestError("beam_width", "unsupported", f"beam search (beam_width={beam!r}) is not supported")
-    for key in ("structural_tag", "watermark"):
-        if not _unset(d.pop(key, None)):
-            raise RequestError(key, "unsupported", f"sampling_params[{key!r}] is not supported")
-    for key in ("regex", "json_schema", "ebnf"):   # SGLang: an empty constraint is no constraint
+    if not _unset(d.pop("watermark", None)):
+        raise RequestError("watermark", "unsupported", "sampling_params['watermark'] is not supported")
+    for key in CONSTRAINT_KINDS:   # SGLang: an empty constraint is no constraint
         if d.get(key) == "":
             del d[key]
     t = d.get("temperature")

@@ -21,7 +21,7 @@ LAYERS = {
     "parser": {"automata", "ir", "vocab", "errors"},
     "cfg": {"automata", "vocab", "parser", "errors"},
     "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors"},
-    "__init__": {"compiler", "errors", "parser"},
+    "__init__": {"compiler", "errors", "parser", "cfg"},
 }
 
 

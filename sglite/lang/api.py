@@ -22,8 +22,9 @@ def gen(name: str | None = None, max_tokens: int | None = None, *, dtype: Any = 
         choices: Sequence[str] | None = None, choices_method: ChoicesSamplingMethod | None = None,
         **options: Any) -> Gen | Select:
     """Generate into variable `name`. Options are SGLang's (stop, temperature, top_p, top_k, min_p,
-    frequency_penalty, presence_penalty, regex, json_schema (dict, JSON string or pydantic class),
-    return_logprob, ...; see sglite.protocol.SamplingParams). `dtype=int|float|bool|str` constrains the output;
+    frequency_penalty, presence_penalty, regex, json_schema (dict, JSON string or pydantic class), grammar (Lark),
+    ebnf (GBNF, or Lark), structural_tag, return_logprob, ...; see sglite.protocol.SamplingParams).
+    `dtype=int|float|bool|str` constrains the output;
     `choices=` makes this a select. An unknown option raises TypeError; a bad value raises RequestError when
     the gen is appended to a running program (merged with the run's options)."""
     if choices is not None:

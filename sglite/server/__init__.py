@@ -24,7 +24,7 @@ engine refuses keeps its `RequestError`'s code and param, the latter as the clie
     GET  /metrics (Prometheus)
 
 Files: app.py (routes, error rendering), bodies.py (request bodies), openai_api.py + openai_format.py,
-tools.py + tool_stream.py (tool calling), native_api.py + sglang_compat.py, engine_client.py (the only code that
+tools.py + tool_reply.py (tool calling), native_api.py + sglang_compat.py, engine_client.py (the only code that
 talks to the engine), sse.py, middleware.py (API key, body limit, status counts), metrics.py, launch.py
 (`sglite serve`, ServerThread).
 """

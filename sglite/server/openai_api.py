@@ -5,6 +5,7 @@ A prompt's `n` choices are the samples of one engine request (they share its pro
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from typing import Any, AsyncIterator
@@ -21,7 +22,7 @@ from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
 from .sglang_compat import check_token_ids
 from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
-from .tool_stream import AutoToolStream
+from .tool_reply import ToolReplyText, split_reply
 from .tools import ToolCallText, ToolPlan, render_tool_messages, tool_call_message, tool_plan
 
 MAX_N = 64
@@ -57,24 +58,16 @@ class OpenAIServing:
         names = self._names(req, "messages")
         try:
             params = self._sampling_params(req, len(prompt_ids), max_tokens, "messages")
-            call_params = None
-            if plan is not None:   # a call is never cut by a stop string, and always parses
-                call_params = params.replace(json_schema=plan.call_schema, stop=(), stop_regex=())
-                if plan.mode == "required":
-                    params = call_params
-                else:   # compiles the call schema (a bad one is refused now) and caches the prompt's prefix
-                    check = GenerateRequest(params=call_params.replace(max_new_tokens=0, n=1), input_ids=prompt_ids)
-                    await (await self.client.start([check]))[0].finish()
+            if plan is not None and plan.mode == "required":   # a call is never cut by a stop string
+                params = params.replace(json_schema=plan.call_schema, stop=(), stop_regex=())
+            elif plan is not None:
+                params = params.replace(structural_tag=json.dumps(plan.structural_tag))
             lp = {"return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
                   "logprob_start_len": len(prompt_ids) if req.logprobs else None}
             first = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, **lp)
             streams: list[Any] = await self.client.start([first])
         except RequestError as e:
             raise from_request_error(e, names) from None
-        if plan is not None and plan.mode == "auto":
-            streams = [AutoToolStream(self.client, s, GenerateRequest(
-                params=call_params.replace(n=1, seed=None if params.seed is None else params.seed + i),
-                stream=req.stream, input_ids=prompt_ids, **lp)) for i, s in enumerate(streams)]
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
         if req.stream:
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
@@ -82,12 +75,16 @@ class OpenAIServing:
             return SSEResponse(sse_body(events, streams))
         choices = []
         for i, s in enumerate(await collect(streams, request)):
-            calls = tool_call_message(s.output.text) if _is_call(plan, s) else None
-            message: dict[str, Any] = {"role": "assistant", "content": s.output.text}
-            if calls is not None:
-                message = {"role": "assistant", "content": None, "tool_calls": calls}
+            content, calls = s.output.text, None
+            if plan is not None and plan.mode == "required":
+                content, calls = (None, c) if (c := tool_call_message(content)) is not None else (content, None)
+            elif plan is not None:
+                content, calls = split_reply(content)
+            message: dict[str, Any] = {"role": "assistant", "content": content}
+            if calls:
+                message["tool_calls"] = calls
             choice = {"index": i, "message": message, "logprobs": None,
-                      "finish_reason": "tool_calls" if calls is not None else finish_reason(s),
+                      "finish_reason": _tools_finish(plan, s, bool(calls)),
                       "matched_stop": matched_stop(s)}
             if req.logprobs:
                 choice["logprobs"] = {"content": self.logprobs.chat(s.output.output_token_logprobs or (),
@@ -130,9 +127,9 @@ class OpenAIServing:
 
     async def _chat_events(self, streams: list[Any], rid: str, created: int, logprobs: bool, include_usage: bool,
                            plan: ToolPlan | None) -> AsyncIterator[bytes]:
-        """Content deltas, or for a choice that is a call, `tool_calls` deltas (ToolCallText). With tools the
-        role comes with a choice's first delta (content null for a call), since under `auto` it is not known
-        before."""
+        """Content deltas; with tools, `tool_calls` deltas too (ToolCallText under `required`, ToolReplyText's
+        content and calls under `auto`). With tools the role comes with a choice's first delta (content null for
+        a `required` call)."""
         def chunk(choices: list[dict], **extra: Any) -> bytes:
             return sse_event({"id": rid, "object": "chat.completion.chunk", "created": created,
                               "model": self.info.name, "choices": choices, **extra})
@@ -144,31 +141,32 @@ class OpenAIServing:
             return chunk([{"index": i, "delta": d, "logprobs": lp, "finish_reason": finish, **extra}])
 
         greeted: set[int] = set()
-        calls: dict[int, ToolCallText] = {}
+        readers: list[Any] = [None] * len(streams)   # per choice: its ToolCallText / ToolReplyText
         if plan is None:
             for i in range(len(streams)):
                 yield delta(i, {"content": ""})
+        else:
+            readers = [ToolCallText() if plan.mode == "required" else ToolReplyText() for _ in streams]
         async for i, c in merge_chunks(streams):
             if i == IDLE:
                 yield SSE_KEEPALIVE
                 continue
-            s = streams[i]
-            if _is_call(plan, s) and i not in calls:
-                calls[i] = ToolCallText()
+            s, reader = streams[i], readers[i]
             if c is None:
-                finish = finish_reason(s)
-                if i in calls:
-                    tail = calls[i].feed("", final=True)
+                called = False
+                if reader is not None:
+                    tail = _reader_delta(reader, "", final=True, greeted=i in greeted)
                     if tail:
-                        yield delta(i, _call_delta(tail, i in greeted))
-                    finish = "tool_calls" if calls[i].name is not None else finish
-                yield delta(i, {} if i in greeted else {"content": ""}, finish=finish, matched_stop=matched_stop(s))
+                        yield delta(i, tail)
+                    called = reader.name is not None if isinstance(reader, ToolCallText) else reader.named > 0
+                yield delta(i, {} if i in greeted else {"content": ""}, finish=_tools_finish(plan, s, called),
+                            matched_stop=matched_stop(s))
             elif c.text_delta or (logprobs and c.new_token_logprobs):
                 lp = {"content": self.logprobs.chat(c.new_token_logprobs, c.new_top_logprobs)} if logprobs else None
-                if i in calls:
-                    pieces = calls[i].feed(c.text_delta, final=False)
-                    if pieces or lp:
-                        yield delta(i, _call_delta(pieces, i in greeted), lp)
+                if reader is not None:
+                    d = _reader_delta(reader, c.text_delta, final=False, greeted=i in greeted)
+                    if d or lp:
+                        yield delta(i, d, lp)
                 else:
                     yield delta(i, {"content": c.text_delta}, lp)
         if include_usage:
@@ -269,6 +267,7 @@ class OpenAIServing:
             names["json_schema"] = "response_format"
         if getattr(req, "tools", None) and req.tool_choice != "none":
             names["json_schema"] = "tools"   # the call schema, built from the tools' parameters
+            names["structural_tag"] = "tools"
         return names
 
     def _sampling_params(self, req: ChatCompletionRequest | CompletionRequest, prompt_len: int,
@@ -311,14 +310,22 @@ class OpenAIServing:
         return p
 
 
-def _call_delta(pieces: list[dict], greeted: bool) -> dict[str, Any]:
+def _reader_delta(reader: ToolCallText | ToolReplyText, text: str, final: bool, greeted: bool) -> dict[str, Any]:
+    """The chat delta for `text` of a choice with tools; a `required` call's first delta says content is null."""
+    if isinstance(reader, ToolReplyText):
+        return reader.feed(text, final)
+    pieces = reader.feed(text, final)
     d: dict[str, Any] = {"tool_calls": pieces} if pieces else {}
-    return d if greeted else {"content": None, **d}
+    return d if greeted or not d else {"content": None, **d}
 
 
-def _is_call(plan: ToolPlan | None, s: Any) -> bool:
-    """Whether choice stream `s` generates a call: always under 'required', once it chose to under 'auto'."""
-    return plan is not None and (plan.mode == "required" or bool(getattr(s, "is_call", False)))
+def _tools_finish(plan: ToolPlan | None, s: Any, called: bool) -> str:
+    """'tool_calls' for a `required` reply that is a call, or an `auto` reply that made calls and stopped (not
+    cut by max_tokens); otherwise the engine's finish reason."""
+    engine = finish_reason(s)
+    if plan is None or not called:
+        return engine
+    return "tool_calls" if plan.mode == "required" or engine == "stop" else engine
 
 
 def _json(body: dict) -> Response:

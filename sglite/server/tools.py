@@ -2,12 +2,13 @@
 earlier calls and tool results enter the prompt, the JSON schema a call is generated under, and the call text
 turned into OpenAI's `tool_calls` (whole, or as stream deltas).
 
-A call is generated as one JSON object `{"name": <function>, "arguments": {...}}` under the schema
-`call_schema` builds (an anyOf over the offered functions, each with its own parameters schema), so its
-arguments always parse and validate. With `required` or a named function the reply is such a call. With `auto`
-the model first writes freely; if its first non-blank character is `{` (the system prompt tells it to reply
-with the JSON object and nothing else to call a function), that start is dropped and the reply is generated
-again under the call schema; otherwise it is the text answer. At most one call per choice."""
+With `required` or a named function the whole reply is one JSON object `{"name": <function>, "arguments": {...}}`
+under the schema `call_schema` builds (an anyOf over the callable functions, each with its own parameters
+schema), so its arguments always parse and validate. With `auto` the reply is generated under a structural tag
+(`structural_tag`): free text, in which each `<tool_call>` the model writes goes on as one call of an offered
+function, `<tool_call>\n{"name": <function>, "arguments": <arguments under its schema>}\n</tool_call>`, then free
+text again; tool_reply.ToolReplyText splits such a reply into content and calls. Earlier calls are shown to the
+model in that same tagged form."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,9 @@ from sglite.protocol import closed_schema
 from .bodies import ChatCompletionRequest, Tool
 from .errors import bad_request
 
+TOOL_CALL_TRIGGER = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
+_CALL_END = "}\n" + TOOL_CALL_CLOSE    # a raw newline never occurs inside JSON strings: the first one ends the call
 _HEAD = re.compile(r'\s*\{\s*"name"\s*:\s*"([^"\\]*)"\s*,\s*"arguments"\s*:\s*')   # a call's text up to its arguments
 
 
@@ -35,16 +39,28 @@ class ToolPlan:
 
     @property
     def call_schema(self) -> dict[str, Any]:
-        """JSON schema of one call: {"name": const, "arguments": the function's parameters}, anyOf the functions.
-        A function with `strict: true` has its objects closed, as OpenAI's strict mode does."""
-        options = []
-        for t in self.callable:
-            params = t.function.parameters if t.function.parameters is not None else {"type": "object"}
-            options.append({"type": "object", "properties": {
-                "name": {"const": t.function.name},
-                "arguments": closed_schema(params) if t.function.strict else params},
-                "required": ["name", "arguments"], "additionalProperties": False})
+        """JSON schema of one call: {"name": const, "arguments": the function's parameters}, anyOf the functions."""
+        options = [{"type": "object", "properties": {"name": {"const": t.function.name}, "arguments": _arguments(t)},
+                    "required": ["name", "arguments"], "additionalProperties": False} for t in self.callable]
         return options[0] if len(options) == 1 else {"anyOf": options}
+
+    @property
+    def structural_tag(self) -> dict[str, Any]:
+        """For `auto`: free text, where `<tool_call>` starts a call of one of the functions (its name fixed by the
+        structure's begin, its arguments under the function's schema), ended by `}\n</tool_call>`."""
+        return {"structures": [{"begin": call_begin(t.function.name), "schema": _arguments(t), "end": _CALL_END}
+                               for t in self.callable], "triggers": [TOOL_CALL_TRIGGER]}
+
+
+def call_begin(name: str) -> str:
+    """A tagged call's text up to its arguments."""
+    return f'{TOOL_CALL_TRIGGER}\n{{"name": {json.dumps(name)}, "arguments": '
+
+
+def _arguments(t: Tool) -> Any:
+    """The schema of a call's arguments; `strict: true` closes its objects, as OpenAI's strict mode does."""
+    params = t.function.parameters if t.function.parameters is not None else {"type": "object"}
+    return closed_schema(params) if t.function.strict else params
 
 
 def tool_plan(req: ChatCompletionRequest) -> ToolPlan | None:
@@ -85,7 +101,9 @@ def tools_prompt(plan: ToolPlan) -> str:
         lines.append(json.dumps(entry, ensure_ascii=False))
     how = 'reply with only a JSON object {"name": <function name>, "arguments": <arguments object>}'
     if plan.mode == "auto":
-        lines.append(f"To call a function, {how}. Otherwise answer normally.")
+        lines.append(f'To call a function, write {TOOL_CALL_TRIGGER}\n{{"name": <function name>, "arguments": '
+                     f'<arguments object>}}\n{TOOL_CALL_CLOSE}. You may write text before and after, and call '
+                     'several functions. Otherwise answer normally.')
     elif len(plan.callable) == 1 and len(plan.tools) > 1:
         lines.append(f"Call the function {plan.callable[0].function.name}: {how}.")
     else:
@@ -96,7 +114,7 @@ def tools_prompt(plan: ToolPlan) -> str:
 def render_tool_messages(messages: list[dict[str, Any]], plan: ToolPlan | None, tool_role: bool
                          ) -> list[dict[str, Any]]:
     """Messages for the chat template: the tools offered in the system message; an assistant's earlier
-    `tool_calls` written as the JSON calls it is asked to produce; a tool result as role 'tool' when the
+    `tool_calls` written as tagged calls (as `auto` generates them); a tool result as role 'tool' when the
     template knows that role (`tool_role`), else as a user message saying which call it answers."""
     names: dict[str, str] = {}   # tool_call_id -> function name
     out = []
@@ -112,7 +130,8 @@ def render_tool_messages(messages: list[dict[str, Any]], plan: ToolPlan | None, 
                     args = json.loads(fn.get("arguments") or "{}")
                 except json.JSONDecodeError:
                     args = fn.get("arguments")
-                texts.append(json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False))
+                call = json.dumps({"name": fn.get("name"), "arguments": args}, ensure_ascii=False)
+                texts.append(f"{TOOL_CALL_TRIGGER}\n{call}\n{TOOL_CALL_CLOSE}")
             m["content"] = "\n".join(texts)
         elif m["role"] == "tool" and not tool_role:
             call_id = m.pop("tool_call_id", None)
@@ -129,19 +148,14 @@ def render_tool_messages(messages: list[dict[str, Any]], plan: ToolPlan | None, 
     return out
 
 
-def starts_call(text: str) -> bool | None:
-    """For `auto`: True if the reply so far starts a call, False if it is text, None while only blanks."""
-    stripped = text.lstrip()
-    return None if not stripped else stripped[0] == "{"
-
-
 class ToolCallText:
     """A call's JSON text, fed as it is generated, turned into OpenAI tool_call deltas: the first carries id,
     type and name (once the text has reached the arguments), the others pieces of `arguments`, which is the
     generated arguments text itself. If the text does not start `{"name": ..., "arguments": ` (another
     property order), it is parsed whole at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, index: int = 0) -> None:
+        self.index = index   # of this call among the reply's calls
         self.id = f"call_{uuid.uuid4().hex[:24]}"
         self.text = ""
         self.name: str | None = None
@@ -154,13 +168,13 @@ class ToolCallText:
         out = []
         if self.name is None:
             m = _HEAD.match(self.text)
-            if m is not None:
+            if m is not None and (m.end() < len(self.text) or final):   # blanks before the arguments all read
                 self.name, self.args_at = m.group(1), m.end()
             elif final:
                 return self._whole()
             else:
                 return []
-            out.append({"index": 0, "id": self.id, "type": "function",
+            out.append({"index": self.index, "id": self.id, "type": "function",
                         "function": {"name": self.name, "arguments": ""}})
         args = self.text[self.args_at:]
         if final:
@@ -170,7 +184,7 @@ class ToolCallText:
         else:   # hold back what may be the closing of the call object
             end = max(len(args.rstrip()) - 1, self.sent)
         if end > self.sent:
-            out.append({"index": 0, "function": {"arguments": args[self.sent:end]}})
+            out.append({"index": self.index, "function": {"arguments": args[self.sent:end]}})
             self.sent = end
         return out
 
@@ -179,7 +193,7 @@ class ToolCallText:
         if call is None:
             return []
         self.name = call[0]
-        return [{"index": 0, "id": self.id, "type": "function", "function": {"name": call[0], "arguments": call[1]}}]
+        return [{"index": self.index, "id": self.id, "type": "function", "function": {"name": call[0], "arguments": call[1]}}]
 
 
 def parse_call(text: str) -> tuple[str, str] | None:

@@ -6,6 +6,7 @@
 The job is `sglite extract`'s: the bundled reports (examples/data/reports.jsonl, each copy with its own ids),
 the example's schema (objects closed, as the CLI compiles it) and instructions. Rows:
 - local: one Engine (in process) with --threads torch threads;
+- local, 1 thread (--one-thread-row): what one replica does alone, for the throughput per replica;
 - ray: --replicas replicas on a local Ray cluster of --threads CPUs, each an Engine with threads/replicas
   threads, the documents dispatched in shards (sglite/distributed).
 Every engine gets the same KV pool (--max-total-tokens). Model loading is not timed: the clock runs from the first document sent to the last result back. The ratio is
@@ -52,11 +53,11 @@ def run_job(spec, docs, backend, runner) -> dict:
             "hit": usage["cached_tokens"] / usage["prompt_tokens"] if usage["prompt_tokens"] else 0.0}
 
 
-def bench_local(spec, docs, args) -> dict:
+def bench_local(spec, docs, args, threads: int) -> dict:
     import sglite as sgl
     from sglite.extract.job import run_documents
 
-    with sgl.Runtime(args.model, weights=args.weights, num_threads=args.threads,
+    with sgl.Runtime(args.model, weights=args.weights, num_threads=threads,
                      max_total_tokens=args.max_total_tokens) as rt:
         run_job(spec, docs[:2], rt, lambda s, d, p: run_documents(s, d, rt, p))   # warm-up (not timed)
         rt.flush_cache()
@@ -81,6 +82,8 @@ def main() -> None:
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--shard-size", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--one-thread-row", action="store_true",
+                    help="also time one local engine with 1 thread: what a single replica does alone")
     ap.add_argument("--max-tokens", type=int, default=384)
     ap.add_argument("--model", default=None, help="default: SmolLM2-135M-Instruct")
     ap.add_argument("--weights", default="auto")
@@ -97,23 +100,26 @@ def main() -> None:
     try:
         for r in range(args.rounds):
             print(f"round {r + 1}: local ...", file=sys.stderr)
-            local = bench_local(spec, docs, args)
+            local = bench_local(spec, docs, args, args.threads)
+            rows.append((r + 1, f"local, 1 engine x {args.threads} threads", local, local))
+            if args.one_thread_row:
+                print(f"round {r + 1}: local, 1 thread ...", file=sys.stderr)
+                rows.append((r + 1, "local, 1 engine x 1 thread (one replica alone)",
+                             bench_local(spec, docs, args, 1), local))
             print(f"round {r + 1}: ray ...", file=sys.stderr)
-            remote = bench_ray(spec, docs, args)
-            same = sum(remote["lines"].get(k) == v for k, v in local["lines"].items())
-            rows.append((r + 1, f"local, 1 engine x {args.threads} threads", local, None, ""))
             rows.append((r + 1, f"ray, {args.replicas} replicas x {max(1, args.threads // args.replicas)} "
-                                "thread(s)", remote, remote["docs_per_s"] / local["docs_per_s"],
-                         f"{same}/{len(docs)}"))
+                                "thread(s)", bench_ray(spec, docs, args), local))
     finally:
         ray.shutdown()
     print(f"\n{len(docs)} documents ({args.copies} x the bundled reports), weights {args.weights}, "
           f"max_tokens {args.max_tokens}, greedy")
     print("| round | setup | valid | same lines as local | seconds | docs/s | output tok/s | prefix hit | vs local |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for r, name, m, ratio, same in rows:
+    for r, name, m, local in rows:
+        vs = "" if m is local else f"{m['docs_per_s'] / local['docs_per_s']:.2f}x"
+        same = "" if m is local else f"{sum(m['lines'].get(k) == v for k, v in local['lines'].items())}/{len(docs)}"
         print(f"| {r} | {name} | {m['valid']}/{m['docs']} | {same} | {m['seconds']:.1f} | {m['docs_per_s']:.2f} | "
-              f"{m['tok_per_s']:.0f} | {m['hit']:.0%} | {'' if ratio is None else f'{ratio:.2f}x'} |")
+              f"{m['tok_per_s']:.0f} | {m['hit']:.0%} | {vs} |")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,8 @@ def apply_generation_caps(ir: GrammarIR, caps: GenerationCaps) -> GrammarIR:
     if caps.max_array_items is not None:
         for i, n in enumerate(nodes):
             if isinstance(n, ArrayNode) and n.max_items is None and n.items is not None:
-                nodes[i] = replace(n, max_items=max(caps.max_array_items, n.min_items))
+                least = len(n.prefix) + n.min_contains if n.counts else 0   # room for the contains matches
+                nodes[i] = replace(n, max_items=max(caps.max_array_items, n.min_items, least))
                 capped.add(i)
     root = ir.root
     if caps.max_object_depth is not None:
@@ -104,7 +105,8 @@ def _children(n: Node) -> list[int]:
         return list(n.props.values()) + ([n.additional] if n.additional is not None else []) + \
             list(n.pattern_nodes.values())
     if isinstance(n, ArrayNode):
-        return list(n.prefix) + ([n.items] if n.items is not None else [])
+        return list(n.prefix) + ([n.items] if n.items is not None else []) + \
+            [k for k in n.hits + n.misses if k is not None]
     if isinstance(n, UnionNode):
         return list(n.alts)
     return []
@@ -197,7 +199,9 @@ class _DepthCap:
             if hi != n.max_items:
                 self.capped.add(c)
             return replace(n, prefix=tuple(map(self._floor_child, n.prefix)),
-                           items=None if n.items is None else self._floor_child(n.items), max_items=hi)
+                           items=None if n.items is None else self._floor_child(n.items), max_items=hi,
+                           hits=tuple(None if k is None else self._floor_child(k) for k in n.hits),
+                           misses=tuple(None if k is None else self._floor_child(k) for k in n.misses))
         return n
 
     def _rebuild(self, n: Node, child) -> Node:
@@ -210,7 +214,9 @@ class _DepthCap:
                            pattern_nodes={k: child(v) for k, v in n.pattern_nodes.items()})
         if isinstance(n, ArrayNode):
             return replace(n, prefix=tuple(map(child, n.prefix)),
-                           items=None if n.items is None else child(n.items))
+                           items=None if n.items is None else child(n.items),
+                           hits=tuple(None if k is None else child(k) for k in n.hits),
+                           misses=tuple(None if k is None else child(k) for k in n.misses))
         return n
 
     def _add(self, n: Node) -> int:

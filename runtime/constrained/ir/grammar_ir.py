@@ -73,6 +73,8 @@ def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
                     if item is None or not sat[item]:
                         ok = False
                         break
+                if ok and n.counts:
+                    ok = n.completable(sat, 0, 0)
             elif isinstance(n, UnionNode):
                 ok = any(sat[a] for a in n.alts)
             else:

@@ -49,13 +49,60 @@ class ObjectNode:
 
 @dataclass(frozen=True, eq=False)
 class ArrayNode:
+    """Items by position: `prefix[i]`, then `items`. With `contains` counted (`counts`), item i is read as
+    `hits[j]` (it matches contains) or `misses[j]` (it does not), j = min(i, len(prefix)); the parser counts the
+    hits, which must end in [min_contains, max_contains]."""
     prefix: tuple[int, ...]
     items: Optional[int]                  # node for items past the prefix; None = none allowed
     min_items: int = 0
     max_items: Optional[int] = None
+    hits: tuple[Optional[int], ...] = ()      # () or len(prefix) + 1 nodes: items AND contains
+    misses: tuple[Optional[int], ...] = ()    # the same positions: items AND NOT contains (or items, no max)
+    min_contains: int = 0
+    max_contains: Optional[int] = None
 
     def item(self, i: int) -> Optional[int]:
         return self.prefix[i] if i < len(self.prefix) else self.items
+
+    @property
+    def counts(self) -> bool:
+        return bool(self.hits)
+
+    @property
+    def index_cap(self) -> int:
+        """Where the parser stops counting items when there is no max_items: past it all positions are alike."""
+        return max(len(self.prefix), self.min_items) + 1
+
+    def next_index(self, i: int) -> int:
+        return i + 1 if self.max_items is not None or i + 1 <= self.index_cap else self.index_cap
+
+    def counted_items(self, i: int, c: int) -> list[tuple[int, int]]:
+        """(node, count after it) for each way to read item i with `c` hits so far (counts only). Without
+        max_contains the count stops at min_contains (more does not matter)."""
+        j = min(i, len(self.prefix))
+        out = []
+        hit, miss = self.hits[j], self.misses[j]
+        if hit is not None and (self.max_contains is None or c < self.max_contains):
+            out.append((hit, c + 1 if self.max_contains is not None else min(c + 1, self.min_contains)))
+        if miss is not None:
+            out.append((miss, c))
+        return out
+
+    def completable(self, sat, i: int, c: int) -> bool:
+        """Whether an array with `i` items read (capped, `next_index`) and `c` hits can still end validly, given
+        which nodes are satisfiable (`sat`). Counts only; a search over (index, count), both bounded."""
+        todo, seen = [(i, c)], set()
+        while todo:
+            p, k = todo.pop()
+            if (p, k) in seen:
+                continue
+            seen.add((p, k))
+            if p >= self.min_items and k >= self.min_contains:
+                return True
+            if self.max_items is not None and p >= self.max_items:
+                continue
+            todo.extend((self.next_index(p), k2) for nid, k2 in self.counted_items(p, k) if sat[nid])
+        return False
 
 
 @dataclass(frozen=True, eq=False)

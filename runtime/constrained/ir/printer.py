@@ -58,7 +58,8 @@ def _children(node: Node) -> list[int]:
         out += [node.pattern_nodes[k] for k in sorted(node.pattern_nodes, key=sorted)]
         return out + ([node.additional] if node.additional is not None else [])
     if isinstance(node, ArrayNode):
-        return list(node.prefix) + ([node.items] if node.items is not None else [])
+        return list(node.prefix) + ([node.items] if node.items is not None else []) + \
+            [k for k in node.hits + node.misses if k is not None]
     if isinstance(node, UnionNode):
         return list(node.alts)
     return []
@@ -86,7 +87,12 @@ def _body(node: Node, name, ordered: bool) -> str:
                 f"{' in order' if ordered and len(node.props) > 1 else ''}{deps}")
     if isinstance(node, ArrayNode):
         items = [name(p) for p in node.prefix] + ([f"{name(node.items)}*"] if node.items is not None else [])
-        return f'"[" items({", ".join(items)}){_count(node.min_items, node.max_items)} "]"'
+        counted = ""
+        if node.counts:   # per position: hit | miss, the hits counted
+            ways = [f"{name(h) if h is not None else '-'} | {name(m) if m is not None else '-'}"
+                    for h, m in zip(node.hits, node.misses)]
+            counted = f" contains({'; '.join(ways)}){_count(node.min_contains, node.max_contains) or '{0,}'}"
+        return f'"[" items({", ".join(items)}){_count(node.min_items, node.max_items)}{counted} "]"'
     if isinstance(node, UnionNode) and node.alts:
         return " | ".join(name(a) for a in node.alts)
     return "<nothing>"

@@ -61,10 +61,12 @@ class Obj(NamedTuple):
 
 
 class Arr(NamedTuple):
-    """Inside ArrayNode `node` at `phase` (ARR_*), `index` items read (capped once the count no longer matters)."""
+    """Inside ArrayNode `node` at `phase` (ARR_*), `index` items read (capped once the count no longer matters),
+    `matched` of them matching `contains` where the node counts them (capped likewise, ArrayNode.counted_items)."""
     node: int
     phase: int
     index: int
+    matched: int = 0
     kind: str = "A"
 
 

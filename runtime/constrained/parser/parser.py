@@ -26,6 +26,7 @@ class Parser:
         self.run_bytes = frozenset(nodes[ws_run].dfa.live_bytes(nodes[ws_run].dfa.start)) \
             if ws_run is not None else frozenset()
         self._next: dict[Stack, frozenset] = {}
+        self._ways: dict[tuple[int, int, int], list] = {}   # counted arrays: (node, index, count) -> item ways
         # per node id, filled on first use: Lex frames (nchars 0) / Key frames by DFA state; the Value frame
         self._lex: list[list | None] = [None] * len(nodes)
         self._key: list[list | None] = [None] * len(nodes)
@@ -148,6 +149,8 @@ class Parser:
         if b in self.run_bytes:
             return self._enter_run(stack, b)
         node = self.nodes[top.node]
+        if node.counts:
+            return self._step_counted(stack, b)
         hi = self._max_items(node)
         if phase == ARR_ITEM:
             if b == 0x2C:
@@ -159,10 +162,40 @@ class Parser:
             return [rest] if node.min_items == 0 else []
         if hi is not None and i >= hi:
             return []
-        item = node.item(i)
-        cap = max(len(node.prefix), node.min_items) + 1
-        nxt = i + 1 if (node.max_items is not None or i + 1 <= cap) else cap
-        return self._start_value(rest + (Arr(top.node, ARR_ITEM, nxt),), item, b)
+        return self._start_value(rest + (Arr(top.node, ARR_ITEM, node.next_index(i)),), node.item(i), b)
+
+    def _step_counted(self, stack: Stack, b: int) -> list[Stack]:
+        """_step_array for a node counting `contains` matches: each item forks into a hit (count + 1) and a miss;
+        only ways that can still end validly (ArrayNode.completable) are kept, so no stack is a dead end."""
+        top, rest = stack[-1], stack[:-1]
+        nid, phase, i, c = top.node, top.phase, top.index, top.matched
+        node = self.nodes[nid]
+        if b == 0x5D:
+            ok = phase != ARR_COMMA and i >= node.min_items and c >= node.min_contains
+            return [rest] if ok else []
+        ways = self._item_ways(nid, i, c)
+        if phase == ARR_ITEM:
+            return [self._separated(rest + (Arr(nid, ARR_COMMA, i, c),))] if b == 0x2C and ways else []
+        out = []
+        for item, c2 in ways:
+            for st in self._start_value(rest + (Arr(nid, ARR_ITEM, node.next_index(i), c2),), item, b):
+                if st not in out:
+                    out.append(st)
+        return out
+
+    def _item_ways(self, nid: int, i: int, c: int) -> list[tuple[int, int]]:
+        """(node, count after) for item i of counted array `nid` with c hits, each leaving it completable."""
+        key = (nid, i, c)
+        hit = self._ways.get(key)
+        if hit is None:
+            node = self.nodes[nid]
+            if node.max_items is not None and i >= node.max_items:
+                hit = []
+            else:
+                hit = [(item, c2) for item, c2 in node.counted_items(i, c)
+                       if self.sat[item] and node.completable(self.sat, node.next_index(i), c2)]
+            self._ways[key] = hit
+        return hit
 
     def _separated(self, stack: Stack) -> Stack:
         """`stack` right after a ':' or ',', with the separator lexeme to read first if there is one."""
@@ -289,7 +322,8 @@ class Parser:
         if k is Arr:
             node = self.nodes[top.node]
             out = set(self.ws) | self.run_bytes | {0x2C, 0x5D}
-            for p in list(node.prefix) + ([node.items] if node.items is not None else []):
+            for p in list(node.prefix) + ([node.items] if node.items is not None else []) + \
+                    [n for n in node.hits + node.misses if n is not None]:
                 out |= self._first(p, set())
             return out
         if k is Ran:

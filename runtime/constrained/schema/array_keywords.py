@@ -1,8 +1,11 @@
 """`contains`/`minContains`/`maxContains` and `uniqueItems`, rewritten into keywords an ArrayNode enforces.
 
 contains: with a trivial count (contains true or false, minContains 0, maxContains 0: every item fails it)
-it is a length bound or an items schema; in an array of bounded length it is an anyOf over which positions
-match. Counting matches in an array of unbounded length is refused. uniqueItems: when every item has finitely
+it is a length bound or an items schema; in a short array of bounded length it is an anyOf over which positions
+match. Otherwise (`counted_array`) the ArrayNode counts the items that match: each position gets a node for an
+item that matches (items AND contains) and one for an item that does not (items AND NOT contains; just items
+when there is no maxContains, as an uncounted match can only make the count fall short), and the parser checks
+the count. uniqueItems: when every item has finitely
 many possible values (enum, const, boolean, null), the arrays of distinct items are listed (an enum of arrays,
 each checked against the whole schema); otherwise refused."""
 from __future__ import annotations
@@ -11,6 +14,7 @@ from itertools import combinations
 from typing import Any, Optional
 
 from ..errors import GrammarError, UnsupportedSchemaError
+from ..ir.nodes import ArrayNode
 from .json_values import json_in
 from .keywords import tuple_items, type_list
 from .lowerer import Lowerer
@@ -30,7 +34,8 @@ def _count(s: dict, k: str, default: Optional[int], ptr: str) -> Optional[int]:
 
 
 def contains_rewrite(sc: Lowerer, s: dict, ptr: str) -> Any:
-    """`s` (an array schema with `contains`) without contains/minContains/maxContains."""
+    """`s` (an array schema with `contains`) without contains/minContains/maxContains, or None where the matches
+    must be counted (`counted_array`)."""
     c = s["contains"]
     lo, hi = _count(s, "minContains", 1, ptr), _count(s, "maxContains", None, ptr)
     rest = {k: v for k, v in s.items() if k not in ("contains", "minContains", "maxContains")}
@@ -54,8 +59,7 @@ def contains_rewrite(sc: Lowerer, s: dict, ptr: str) -> Any:
     if tail is False:
         length = len(prefix) if length is None else min(length, len(prefix))
     if length is None:
-        raise UnsupportedSchemaError("contains", ptr, "counting the items that match contains is supported "
-                                     "only in arrays of bounded length (maxItems) or when the count is trivial")
+        return None
     alts = []
     min_len = _count(rest, "minItems", 0, ptr)
     if hi is None:
@@ -78,11 +82,37 @@ def contains_rewrite(sc: Lowerer, s: dict, ptr: str) -> Any:
             if len(alts) > MAX_CONTAINS_ALTERNATIVES:
                 break
     if len(alts) > MAX_CONTAINS_ALTERNATIVES:
-        raise UnsupportedSchemaError("contains", ptr, f"more than {MAX_CONTAINS_ALTERNATIVES} ways to place "
-                                     "the matching items")
+        return None
     if not alts:
         return False
     return {"allOf": [rest, {"anyOf": alts}]}
+
+
+def counted_array(sc: Lowerer, s: dict, ptr: str) -> int:
+    """The ArrayNode of `s` (an array schema with `contains` that contains_rewrite left to counting)."""
+    lo, hi = _count(s, "minContains", 1, ptr), _count(s, "maxContains", None, ptr)
+    rest = {k: v for k, v in s.items() if k not in ("contains", "minContains", "maxContains")}
+    c = s["contains"]
+    if hi is None:
+        nc: Any = None
+    else:
+        try:
+            nc = negate(sc.doc, c, f"{ptr}/contains")
+        except UnsupportedSchemaError as e:
+            raise UnsupportedSchemaError("contains", ptr, f"maxContains needs the complement of contains: "
+                                         f"{e}") from None
+    prefix, tail = tuple_items(rest)
+    places = [(p, f"{ptr}/prefixItems/{i}") for i, p in enumerate(prefix)] + [(tail, f"{ptr}/items")]
+
+    def node(item: Any, extra: Any, where: str) -> Optional[int]:
+        if item is False:
+            return None
+        return sc.compile(item if extra is None else {"allOf": [item, extra]}, where)
+    pre = tuple(sc.compile(p, w) for p, w in places[:-1])
+    return sc.add(ArrayNode(pre, node(tail, None, f"{ptr}/items"), _count(rest, "minItems", 0, ptr),
+                            _count(rest, "maxItems", None, ptr),
+                            hits=tuple(node(p, c, w) for p, w in places),
+                            misses=tuple(node(p, nc, w) for p, w in places), min_contains=lo, max_contains=hi))
 
 
 def unique_arrays(sc: Lowerer, s: dict, ptr: str) -> Any:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
 from ..errors import UnsupportedSchemaError
 from ..ir.nodes import ArrayNode, ObjectNode
-from .array_keywords import contains_rewrite, unique_arrays
+from .array_keywords import contains_rewrite, counted_array, unique_arrays
 from .lowerer import Lowerer
 from .names import property_names
 
@@ -18,8 +18,7 @@ def lower_array(sc: Lowerer, s: dict, ptr: str) -> int:
         return sc.compile(unique_arrays(sc, s, ptr), ptr)
     if "contains" in s:
         r = contains_rewrite(sc, s, ptr)
-        if r is not None:
-            return sc.compile(r, ptr)
+        return sc.compile(r, ptr) if r is not None else counted_array(sc, s, ptr)
     prefix = s.get("prefixItems")
     items = s.get("items", True)
     if isinstance(items, list):               # draft <= 2019: items as a tuple, then additionalItems

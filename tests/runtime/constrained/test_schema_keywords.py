@@ -94,7 +94,7 @@ def test_keyword_matches_oracle(tokenizer, compiler, name):
     ({"properties": {"a": {"not": {"additionalProperties": {"type": "string"}}}}}, "not", "#/properties/a/not"),
     ({"if": {"uniqueItems": True}, "then": {"maxItems": 3}}, "if", "#"),
     ({"oneOf": [{"type": "object", "additionalProperties": {"type": "string"}}, {"required": ["a"]}]}, "oneOf", "#"),
-    ({"contains": {"type": "string"}}, "contains", "#"),
+    ({"contains": {"format": "email"}, "maxContains": 1}, "contains", "#"),
     ({"items": {"type": "string"}, "uniqueItems": True}, "uniqueItems", "#"),
     ({"propertyNames": {"anyOf": [{"maxLength": 2}, {"pattern": "^x"}]}}, "propertyNames", "#/propertyNames"),
     ({"type": "number", "multipleOf": 12345.6789}, "multipleOf", "#"),

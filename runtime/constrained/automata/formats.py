@@ -10,7 +10,9 @@ _MD = ("((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]
 DATE = f"({_YEAR}-{_MD}|{_LEAP}-02-29)"
 _OFFSET = "([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 # A leap second (:60) is valid only at 23:59:60 UTC; we accept it with Z / +00:00 / -00:00 and reject it at
-# other offsets (exact would need a 1440-way product; rejecting is the safe direction for generation).
+# other offsets: rejecting is the safe direction for generation, and exact is too big. Exact (each local HH:MM
+# tied to its one '+' and one '-' offset, a 1440-way product) was measured: the `time` string lexeme's byte
+# DFA grows from 207 to 145,247 states and compiles in 265 s instead of 0.4 s.
 TIME = (f"(([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?{_OFFSET}"
         f"|23:59:60(\\.[0-9]+)?([zZ]|[+-]00:00))")
 DATE_TIME = f"{DATE}[tT]{TIME}"

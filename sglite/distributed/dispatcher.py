@@ -18,7 +18,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
 
-from .pool import ReplicaPool, Slot, _cause
+from .pool import ReplicaPool, Slot, describe_error
 
 
 class Failed(NamedTuple):
@@ -63,76 +63,98 @@ class Dispatcher:
         failed attempt (retried like a lost replica's items), else None."""
         import ray
 
-        size = self.size_for(len(items))
-        queue = deque(items[i:i + size] for i in range(0, len(items), size))
-        attempts: Counter = Counter()
-        running: dict[Any, _Shard] = {}   # a replica's streaming generator -> its shard
-
-        def fail(slot_items: dict[Any, Any], why: str) -> Iterator[tuple[Any, Failed]]:
-            again = []
-            for key, payload in slot_items.items():
-                attempts[key] += 1
-                if attempts[key] >= self.max_attempts:
-                    yield key, Failed(f"failed {attempts[key]} times; last: {why}", final=True)
-                else:
-                    again.append((key, payload))
-            self.retried += len(again)
-            for i in range(0, len(again), size):
-                queue.appendleft(again[i:i + size])
-
-        def lose(slot: Slot, why: str) -> Iterator[tuple[Any, Failed]]:
-            """The slot's replica is gone: fail what it held and start a replacement (if any is left)."""
-            held = [gen for gen, shard in running.items() if shard.slot is slot]
-            for gen in held:
-                yield from fail(running.pop(gen).pending, f"{slot.name} lost ({why})")
-            self.pool.replace(slot)
-
-        while queue or running:
-            for slot in self.pool.live():   # fill: every live replica holds up to shards_per_replica shards
-                held = sum(1 for s in running.values() if s.slot is slot)
-                while queue and held < self.shards_per_replica:
-                    shard = queue.popleft()
-                    gen = getattr(slot.actor, method).options(num_returns="streaming").remote(shard, *args)
-                    running[gen] = _Shard(slot, dict(shard))
-                    held += 1
+        job = _Job(self, method, args, items)
+        while job.queue or job.running:
+            job.fill()
             starting = {slot.ready_ref: slot for slot in self.pool.starting()}
-            if not running and not starting:   # every replica gone: what is left cannot run
-                for shard in queue:
+            if not job.running and not starting:   # every replica gone: what is left cannot run
+                for shard in job.queue:
                     for key, _ in shard:
                         yield key, Failed("no replica left to run it (all lost, no restarts left)", final=False)
                 return
-            ready, _ = ray.wait([*running, *starting], num_returns=1)
+            ready, _ = ray.wait([*job.running, *starting], num_returns=1)
             for obj in ready:
                 if obj in starting:
-                    slot = starting[obj]
-                    try:
-                        slot.info, slot.ready, slot.ready_ref = ray.get(obj), True, None
-                    except ray.exceptions.RayError as e:
-                        self.pool.replace(slot)   # a restart that did not come up: try the next, if any
-                    continue
-                shard = running.get(obj)
-                if shard is None:   # its replica was lost while handling an earlier ready object
-                    continue
-                try:
-                    key, outcome, usage = ray.get(next(obj))
-                except StopIteration:
-                    del running[obj]
-                    if shard.pending:   # cannot happen with Replica's methods; never lose items silently
-                        yield from fail(shard.pending, f"{shard.slot.name} ended a shard without them")
-                    continue
-                except ray.exceptions.RayActorError as e:
-                    yield from lose(shard.slot, _cause(e))
-                    continue
-                except ray.exceptions.RayError as e:   # the shard's method raised: the replica lives on
-                    del running[obj]
-                    yield from fail(shard.pending, f"{shard.slot.name}: {_cause(e)}")
-                    continue
-                self.usage[(shard.slot.index, shard.slot.generation)] = usage
-                if self.on_usage is not None:
-                    self.on_usage()
-                payload = shard.pending.pop(key)
-                why = is_failure(outcome) if is_failure is not None else None
-                if why is None:
-                    yield key, outcome
-                else:
-                    yield from fail({key: payload}, why)
+                    self._started(starting[obj], obj)
+                elif obj in job.running:   # (not: its replica was lost while handling an earlier object)
+                    for key, outcome in job.receive(obj):
+                        why = None if is_failure is None or isinstance(outcome, Failed) else is_failure(outcome)
+                        if why is None:
+                            yield key, outcome
+                        else:
+                            yield from job.fail({key: job.payloads[key]}, why)
+
+    def _started(self, slot: Slot, ready_ref: Any) -> None:
+        """A restarted replica answered ready() (or failed to load: then the next restart, if any is left)."""
+        import ray
+        try:
+            slot.info, slot.ready, slot.ready_ref = ray.get(ready_ref), True, None
+        except ray.exceptions.RayError:
+            self.pool.replace(slot)
+
+
+class _Job:
+    """One run()'s state: shards not yet sent (`queue`), shards on replicas (`running`), attempts per key."""
+
+    def __init__(self, dispatcher: Dispatcher, method: str, args: tuple, items: list[tuple[Any, Any]]):
+        self.d, self.method, self.args = dispatcher, method, args
+        self.size = dispatcher.size_for(len(items))
+        self.queue = deque(items[i:i + self.size] for i in range(0, len(items), self.size))
+        self.payloads = dict(items)
+        self.attempts: Counter = Counter()
+        self.running: dict[Any, _Shard] = {}   # a replica's streaming generator -> its shard
+
+    def fill(self) -> None:
+        """Send shards until every live replica holds shards_per_replica (or the queue is empty)."""
+        for slot in self.d.pool.live():
+            held = sum(1 for s in self.running.values() if s.slot is slot)
+            while self.queue and held < self.d.shards_per_replica:
+                shard = self.queue.popleft()
+                gen = getattr(slot.actor, self.method).options(num_returns="streaming").remote(shard, *self.args)
+                self.running[gen] = _Shard(slot, dict(shard))
+                held += 1
+
+    def receive(self, gen: Any) -> Iterator[tuple[Any, Any]]:
+        """The next result of a ready shard: (key, outcome), or Failed items when the shard or its replica
+        failed. Removes a finished shard; on a lost replica, every shard it held."""
+        import ray
+
+        shard = self.running[gen]
+        try:
+            key, outcome, usage = ray.get(next(gen))
+        except StopIteration:
+            del self.running[gen]
+            if shard.pending:   # cannot happen with Replica's methods; never lose items silently
+                yield from self.fail(shard.pending, f"{shard.slot.name} ended a shard without them")
+            return
+        except ray.exceptions.RayActorError as e:
+            yield from self.lose(shard.slot, describe_error(e))
+            return
+        except ray.exceptions.RayError as e:   # the shard's method raised: the replica lives on
+            del self.running[gen]
+            yield from self.fail(shard.pending, f"{shard.slot.name}: {describe_error(e)}")
+            return
+        self.d.usage[(shard.slot.index, shard.slot.generation)] = usage
+        if self.d.on_usage is not None:
+            self.d.on_usage()
+        del shard.pending[key]
+        yield key, outcome
+
+    def fail(self, items: dict[Any, Any], why: str) -> Iterator[tuple[Any, Failed]]:
+        """One failed attempt for each item: Failed(final) at max_attempts, else queued again at the front."""
+        again = []
+        for key, payload in items.items():
+            self.attempts[key] += 1
+            if self.attempts[key] >= self.d.max_attempts:
+                yield key, Failed(f"failed {self.attempts[key]} times; last: {why}", final=True)
+            else:
+                again.append((key, payload))
+        self.d.retried += len(again)
+        for i in range(0, len(again), self.size):
+            self.queue.appendleft(again[i:i + self.size])
+
+    def lose(self, slot: Slot, why: str) -> Iterator[tuple[Any, Failed]]:
+        """The slot's replica is gone: fail what it held and start a replacement (if any is left)."""
+        for gen in [g for g, shard in self.running.items() if shard.slot is slot]:
+            yield from self.fail(self.running.pop(gen).pending, f"{slot.name} lost ({why})")
+        self.d.pool.replace(slot)

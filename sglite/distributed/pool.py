@@ -76,7 +76,7 @@ class ReplicaPool:
             infos = ray.get([slot.ready_ref for slot in self.slots])
         except ray.exceptions.RayError as e:
             self.shutdown()
-            raise ReplicaStartError(f"a replica failed to load the model: {_cause(e)}") from None
+            raise ReplicaStartError(f"a replica failed to load the model: {describe_error(e)}") from None
         for slot, info in zip(self.slots, infos):
             slot.ready, slot.ready_ref, slot.info = True, None, info
         return self
@@ -124,7 +124,7 @@ class ReplicaPool:
             slot.actor, slot.ready, slot.ready_ref = None, False, None
 
 
-def _cause(error: BaseException) -> str:
+def describe_error(error: BaseException) -> str:
     """The first line of what went wrong inside a Ray task or actor constructor."""
     cause = getattr(error, "cause", None) or error
     text = str(cause).strip().splitlines()

@@ -4,8 +4,11 @@ Chat models (default) get the program's role blocks as messages: a `gen` must op
 Completion models (`is_chat_model=False`) get the raw text, and `select` scores choices with echoed prompt
 log-probabilities (`echo=True, logprobs=1, max_tokens=0`), which vLLM, SGLang and sglite support. Chat APIs do
 not return prompt log-probabilities, so `select` on a chat model raises instead of guessing.
-`json_schema` goes through `response_format`; `regex` through the server's extra field (`regex_field`:
-"regex" for SGLang/sglite, "guided_regex" for vLLM)."""
+Constraints go in the body fields of the server's flavour (`server`, CONSTRAINT_FIELDS): OpenAI itself takes
+only `json_schema` (as `response_format`); vLLM takes `guided_regex`, `guided_grammar` (ebnf / grammar) and
+`guided_json` (its extra_body fields); SGLang `regex`, `ebnf` and `json_schema`; sglite those and `grammar`,
+`structural_tag`. A constraint the flavour lacks is refused before any request. Without `server`, a base URL on
+api.openai.com is "openai" and any other "sglang"."""
 from __future__ import annotations
 
 import json
@@ -16,6 +19,7 @@ import httpx
 
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from ..lang.sampling import GenParams
+from ..protocol import CONSTRAINT_KINDS
 from .base import Backend, Completion, Prompt
 
 # our name -> OpenAI body name; extras past the standard set are sent only when set
@@ -25,21 +29,36 @@ _PARAM_NAMES = {"max_new_tokens": "max_tokens", "temperature": "temperature", "t
                 "min_new_tokens": "min_tokens", "ignore_eos": "ignore_eos", "stop_token_ids": "stop_token_ids"}
 
 
+# server flavour -> {constraint kind: body field}
+CONSTRAINT_FIELDS: dict[str, dict[str, str]] = {
+    "openai": {"json_schema": "response_format"},
+    "vllm": {"regex": "guided_regex", "ebnf": "guided_grammar", "grammar": "guided_grammar",
+             "json_schema": "guided_json"},
+    "sglang": {"regex": "regex", "ebnf": "ebnf", "json_schema": "json_schema"},
+    "sglite": {k: k for k in ("regex", "ebnf", "grammar", "json_schema", "structural_tag")},
+}
+
+
 class OpenAIError(RuntimeError):
     pass
 
 
 class OpenAI(Backend):
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None, *,
-                 is_chat_model: bool = True, regex_field: str | None = "regex", timeout: float = 600.0,
+                 is_chat_model: bool = True, server: str | None = None, timeout: float = 600.0,
                  client: httpx.Client | None = None):
         super().__init__()
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        if server is None:
+            server = "openai" if httpx.URL(self.base_url).host == "api.openai.com" else "sglang"
+        if server not in CONSTRAINT_FIELDS:
+            raise ValueError(f"server must be one of {sorted(CONSTRAINT_FIELDS)} (the flavour that says how "
+                             f"constraints are sent), got {server!r}")
+        self.server = server
         api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.is_chat_model = is_chat_model
-        self.regex_field = regex_field
         self.client = client or httpx.Client(headers=headers, timeout=timeout,
                                              limits=httpx.Limits(max_connections=512, max_keepalive_connections=64))
         self._headers = headers if client is not None else {}
@@ -61,19 +80,28 @@ class OpenAI(Backend):
         for key, value in params.sampling.to_dict().items():
             if key in _PARAM_NAMES:
                 body[_PARAM_NAMES[key]] = value
-            elif key == "json_schema":
-                body["response_format"] = {"type": "json_schema",
-                                           "json_schema": {"name": "output", "schema": json.loads(value)}}
-            elif key == "regex":
-                if not self.regex_field:
-                    raise ValueError(f"{self.base_url} has no regex-constrained decoding (regex_field=None); "
-                                     "use json_schema, or a server that supports regex")
-                body[self.regex_field] = value
+            elif key in CONSTRAINT_KINDS:
+                body.update(self._constraint(key, value))
             elif key in ("skip_special_tokens", "no_stop_trim", "n"):
                 continue
             else:
                 raise ValueError(f"the OpenAI backend cannot send {key!r}")
         return body
+
+    def _constraint(self, kind: str, value: str) -> dict[str, Any]:
+        """The body field carrying constraint `kind` (its text, as SamplingParams holds it) on this server."""
+        fields = CONSTRAINT_FIELDS[self.server]
+        field = fields.get(kind)
+        if field is None:
+            able = sorted(f for f, kinds in CONSTRAINT_FIELDS.items() if kind in kinds)
+            raise ValueError(f"the {self.server!r} server flavour has no {kind}-constrained decoding (it takes "
+                             f"{', '.join(sorted(fields))}); pass server= one of {able} if {self.base_url} is "
+                             "such a server")
+        if field == "response_format":
+            return {field: {"type": "json_schema", "json_schema": {"name": "output", "schema": json.loads(value)}}}
+        if field == "guided_json":
+            return {field: json.loads(value)}
+        return {field: value}
 
     def _request(self, prompt: Prompt, params: GenParams) -> tuple[str, dict[str, Any]]:
         body = {"model": self.model, **self._params(params)}

@@ -12,6 +12,7 @@ sglite Engine is built once per mode with `json_whitespace=<mode>` and otherwise
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip-llamacpp", action="store_true")
     ap.add_argument("--llamacpp-bin", type=Path, default=DEFAULT_BIN_DIR)
     ap.add_argument("--ctx-per-slot", type=int, default=2048)
+    ap.add_argument("--dump", type=Path, default=None, help="write every record (JSONL: system, id, record)")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
     if not set(modes) <= set(MODES):
@@ -94,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, job in jobs.items():
         for doc_id, why in job.errors.items():
             print(f"{name} {doc_id} not valid: {why}")
+    if args.dump:
+        with open(args.dump, "w", encoding="utf-8") as f:
+            for name, job in jobs.items():
+                for doc_id, record in job.records.items():
+                    f.write(json.dumps({"system": name, "id": doc_id, "record": record}, ensure_ascii=False) + "\n")
     return 0
 
 

@@ -38,8 +38,11 @@ class FinancialReport(BaseModel):
 
 INSTRUCTIONS = (
     "You extract structured data from financial report excerpts. Reply with one JSON object. "
-    "Amounts are in millions of the reporting currency (1 billion = 1000 million; 亿元 = 100 million). "
-    "Use ISO currency codes (USD, EUR, GBP, CNY, HKD, ...). Keep guidance and risks short.")
+    "period: the quarter (Q1-Q4), half year (H1, H2) or full fiscal year (FY) the report covers, with its year. "
+    "Amounts are in millions of the reporting currency (1 billion = 1000 million; 亿元 = 100 million), written "
+    "without thousands separators; a loss is negative. "
+    "Use ISO currency codes (USD, EUR, GBP, CNY, HKD, ...). Guidance and risks come from this report only; "
+    "keep them short.")
 
 FEW_SHOT = [
     ("Greywater Instruments Inc. reported Q2 2024 revenue of $245.0 million, up 8% year over year. Net income "

@@ -18,7 +18,7 @@ class EngineConfig:
     disable_radix_cache: bool = False
     attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)
     enable_jump_forward: bool = True
-    json_whitespace: str = "compact"      # JSON-schema outputs: "compact", "standard" (`{"a": 1, "b": 2}`),
+    json_whitespace: str = "standard"     # JSON-schema outputs: "standard" (`{"a": 1, "b": 2}`), "compact",
                                           # "flexible" (bounded runs) or "any" (unbounded); see README
     json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"

@@ -152,9 +152,9 @@ def test_existing_output_needs_resume_or_overwrite(tmp_path, capsys):
 
 
 def test_overwrite_keeps_the_old_output_when_a_check_fails(tmp_path, capsys):
-    args = _files(tmp_path, schema={"type": "object", "if": {"required": ["x"]}})
+    args = _files(tmp_path, schema={"type": "object", "properties": {"a": {"$ref": "https://example.com/x.json"}}})
     (tmp_path / "o.jsonl").write_text('{"id": "z", "record": {}}\n')
-    assert "'if' at #" in _refused(args + ["--overwrite"] + NO_MODEL, capsys)
+    assert "'$ref' at #/properties/a" in _refused(args + ["--overwrite"] + NO_MODEL, capsys)
     assert (tmp_path / "o.jsonl").read_text() == '{"id": "z", "record": {}}\n'
 
 

@@ -61,8 +61,8 @@ def test_bad_values_name_their_field(make_engine):
     e = make_engine()
     for kwargs, param in [(dict(sampling_params={"temperature": -1}), "temperature"),
                           (dict(sampling_params={"regex": "([0-9]"}), "regex"),
-                          (dict(sampling_params={"json_schema": {"type": "object", "patternProperties": {"a": {}},
-                                                                 "unevaluatedProperties": False}}), "json_schema"),
+                          (dict(sampling_params={"json_schema": {"$ref": "https://example.com/remote.json"}}),
+                           "json_schema"),
                           (dict(sampling_params={"logit_bias": {10**7: 5.0}}), "logit_bias"),
                           (dict(top_logprobs_num=-1), "top_logprobs_num")]:
         with pytest.raises(RequestError) as info:

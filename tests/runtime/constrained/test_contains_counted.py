@@ -104,3 +104,14 @@ def test_no_dead_ends_where_the_count_cannot_be_met(compiler):
     assert m.advance_bytes(b"]")
     never = compiler.compile_json_schema({"items": INT, "contains": INT, "maxContains": 2, "minItems": 3})
     assert not never.matcher().advance_bytes(b"[")
+
+
+def test_generation_caps_leave_room_for_the_matches(compiler):
+    """An items cap below what minContains needs is raised to make room (schema bounds win over caps)."""
+    from sglite.runtime.constrained.ir.generation_caps import GenerationCaps
+
+    schema = {"prefixItems": [{"type": "string"}], "contains": INT, "minContains": 3}
+    g = compiler.compile_json_schema(schema, whitespace="compact", caps=GenerationCaps(max_array_items=2))
+    m = g.matcher()
+    assert m.advance_bytes(b'["a",1,2,3') and not m.copy().advance_bytes(b",")   # capped at 1 + 3 items
+    assert m.advance_bytes(b"]") and m.is_accepting()

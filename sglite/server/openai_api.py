@@ -64,8 +64,8 @@ class OpenAIServing:
                 params = params.replace(structural_tag=json.dumps(plan.structural_tag))
             lp = {"return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
                   "logprob_start_len": len(prompt_ids) if req.logprobs else None}
-            first = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, **lp)
-            streams: list[Any] = await self.client.start([first])
+            gen = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, **lp)
+            streams: list[Any] = await self.client.start([gen])
         except RequestError as e:
             raise from_request_error(e, names) from None
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -77,7 +77,8 @@ class OpenAIServing:
         for i, s in enumerate(await collect(streams, request)):
             content, calls = s.output.text, None
             if plan is not None and plan.mode == "required":
-                content, calls = (None, c) if (c := tool_call_message(content)) is not None else (content, None)
+                calls = tool_call_message(content)
+                content = None if calls is not None else content
             elif plan is not None:
                 content, calls = split_reply(content)
             message: dict[str, Any] = {"role": "assistant", "content": content}

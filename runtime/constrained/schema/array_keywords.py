@@ -92,7 +92,7 @@ def counted_array(sc: Lowerer, s: dict, ptr: str) -> int:
     """The ArrayNode of `s` (an array schema with `contains` that contains_rewrite left to counting)."""
     lo, hi = _count(s, "minContains", 1, ptr), _count(s, "maxContains", None, ptr)
     rest = {k: v for k, v in s.items() if k not in ("contains", "minContains", "maxContains")}
-    c = s["contains"]
+    c, _ = sc.doc.deref(s["contains"], f"{ptr}/contains")
     if hi is None:
         nc: Any = None
     else:

@@ -33,6 +33,8 @@ CASES = {
     "nested": ({"type": "object", "properties": {"xs": {"type": "array", "contains": {"type": "array",
                                                                                      "contains": INT}}}},
                [{"xs": [[1]]}, {"xs": [["a"]]}, {"xs": [["a"], [2, "b"]]}, {"xs": []}, {}]),
+    "ref_max": ({"$defs": {"i": INT}, "contains": {"$ref": "#/$defs/i"}, "maxContains": 2},
+                [[1, 2], ["a", 1, "b", 2], [1, 2, 3], ["a"]]),
     "contains_false_items": ({"items": {"type": "string"}, "contains": INT}, [[], ["a"], [1]]),
 }
 

@@ -20,7 +20,6 @@ stopped by `length`, mean completion tokens, and (sglite) the values closed at a
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import statistics
 import sys
@@ -106,7 +105,9 @@ def sglite_rows(args, schemas: list[dict]) -> list[Row]:
         unique = name in ("+dup-keys", "all") or name.startswith("all")
         caps = GenerationCaps() if name in ("+caps", "all") or name.startswith("all") else None
         # the engine's compile call (closed objects, its whitespace and order) plus this configuration's options
-        compiler.compile_json_schema = functools.partial(compile_plain, unique_keys=unique, caps=caps)
+        # (the engine passes its own unique_keys/caps: this configuration's win)
+        compiler.compile_json_schema = lambda *a, _u=unique, _c=caps, **k: compile_plain(
+            *a, **{**k, "unique_keys": _u, "caps": _c})
         engine.flush_cache()
         t0 = time.perf_counter()
         res = engine.generate(prompts, [{"temperature": 0, "max_new_tokens": MAX_TOKENS, "json_schema": t,

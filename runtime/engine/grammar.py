@@ -11,7 +11,10 @@ from typing import Any
 from sglite.protocol import RequestError, SamplingParams
 
 from ..constrained import GrammarCompiler, UnsupportedSchemaError, grammar_syntax, jump_forward_tokens
+from ..constrained.ir.generation_caps import GenerationCaps
 from .request import Req
+
+GENERATION_CAPS = GenerationCaps()   # the documented defaults: 512 chars per string, 128 items, depth 12
 
 
 class GrammarBackend:
@@ -44,9 +47,11 @@ class GrammarBackend:
             if kind == "regex":
                 grammar = compiler.compile_regex(text)
             elif kind == "json_schema":
-                # generation mode: objects that name their properties are closed (see compile_json_schema)
+                # generation mode (see compile_json_schema): objects that name their properties are closed, no
+                # name twice in an object, unbounded strings / arrays / recursion capped (GenerationCaps defaults)
                 grammar = compiler.compile_json_schema(text, whitespace=self.json_whitespace,
-                                                       property_order=self.json_property_order, close_objects=True)
+                                                       property_order=self.json_property_order, close_objects=True,
+                                                       unique_keys=True, caps=GENERATION_CAPS)
             elif kind == "ebnf":        # SGLang's EBNF is GBNF; a Lark grammar is taken too
                 grammar = compiler.compile_grammar(text, syntax=grammar_syntax(text))
             elif kind == "grammar":

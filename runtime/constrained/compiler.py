@@ -36,6 +36,7 @@ class GrammarCompiler:
         self._cache: OrderedDict[tuple, Grammar] = OrderedDict()
         self._dfas: dict = {}          # lexeme DFAs shared between grammars (e.g. the plain JSON string)
         self._cache_size = cache_size
+        self._separator_ok: bool | None = None   # see _spells_separator
         self._lock = threading.Lock()
         self._building: dict[tuple, threading.Lock] = {}   # key -> lock held while one thread builds it
 
@@ -113,7 +114,8 @@ class GrammarCompiler:
                 raise GrammarError("schema nests too deeply to compile (limit: Python recursion)") from None
             nodes = list(sc.nodes)
             separator = ws_run = None
-            if whitespace == "standard":
+            if whitespace == "standard" and self._spells_separator():
+                # (a vocabulary with no token starting with a space could never write it: compact instead)
                 separator = len(nodes)
                 nodes.append(LexNode(self._regex_dfa(_SEPARATOR), source='" "'))
             elif whitespace == "flexible":
@@ -127,6 +129,13 @@ class GrammarCompiler:
             return Grammar("json_schema", spec, self.index, ir)
         return self._cached(("json_schema", spec, whitespace, property_order, close_objects, unique_keys, caps,
                              self.tokenizer.name), build)
+
+    def _spells_separator(self) -> bool:
+        """Whether some token of the vocabulary starts with the "standard" separator."""
+        if self._separator_ok is None:
+            sep = _SEPARATOR.encode()
+            self._separator_ok = any(b.startswith(sep) for b in self.index.token_bytes if b)
+        return self._separator_ok
 
     def _regex_dfa(self, pattern: str):
         """The byte DFA of a full-match regex, shared between grammars."""

@@ -112,3 +112,25 @@ def test_closed_objects_in_generation(compiler, tokenizer):
 def test_printer_names_the_whitespace(compiler):
     assert "%after ':' ','" in str(compiler.compile_json_schema(SCHEMA, whitespace="standard"))
     assert "%ignore-once" in str(compiler.compile_json_schema(SCHEMA, whitespace="flexible"))
+
+
+def test_standard_falls_back_to_compact_where_no_token_starts_with_a_space(toy):
+    """A vocabulary that cannot spell the separator would leave an empty mask after every ':' (the request
+    aborted as grammar_rejected): "standard" compiles as "compact" there."""
+    from sglite.runtime.constrained import GrammarCompiler
+
+    from .toy_vocab import ToyTokenizer
+
+    class NoSpace(ToyTokenizer):
+        name = "toy-no-space"
+
+        def __init__(self):
+            super().__init__()
+            self._bytes = [b if not b.startswith(b" ") else b"~" for b in self._bytes]
+
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+    g = GrammarCompiler(NoSpace()).compile_json_schema(schema, whitespace="standard")
+    assert g.matcher().advance_bytes(b'{"a":1}')
+    with_space = GrammarCompiler(toy).compile_json_schema(schema, whitespace="standard")
+    m = with_space.matcher()
+    assert m.advance_bytes(b'{"a": 1}') and not with_space.matcher().advance_bytes(b'{"a":1')

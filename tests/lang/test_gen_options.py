@@ -92,7 +92,7 @@ def test_merged_params_reach_the_backends():
                           "return_logprob=True)")
 
     from sglite.backend.openai import OpenAI
-    oa = OpenAI("m", base_url="http://unused")
+    oa = OpenAI("m", base_url="http://unused", server="openai")   # OpenAI's own field: response_format
     assert oa._params(GenParams()) == {"max_tokens": 128}   # always sent: OpenAI servers default otherwise
     body = oa._params(p)
     assert body["max_tokens"] == 5 and body["temperature"] == 0.0 and body["stop"] == ["\n"]

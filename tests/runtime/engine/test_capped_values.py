@@ -2,17 +2,17 @@
 (the JSON ended) where running out of tokens says `length`."""
 from __future__ import annotations
 
-import functools
 import json
 
 from sglite.runtime.constrained.ir.generation_caps import GenerationCaps
 
 
 def _with_caps(engine, caps: GenerationCaps) -> None:
-    """Makes the engine's grammar compiler apply `caps` (the engine config wires them in; this test only needs
-    the reporting path)."""
+    """Makes the engine's grammar compiler apply `caps` instead of the engine's defaults (GENERATION_CAPS), whatever
+    the engine passes."""
     compiler = engine.core.grammar._get_compiler()
-    compiler.compile_json_schema = functools.partial(compiler.compile_json_schema, caps=caps)
+    plain = compiler.compile_json_schema
+    compiler.compile_json_schema = lambda *a, **k: plain(*a, **{**k, "caps": caps})
 
 
 def test_capped_values_reported(make_engine):

@@ -11,7 +11,8 @@ import pytest
 import sglite as sgl
 from sglite.extract import main
 
-from .conftest import ENGINE_OPTIONS, job_args, output_lines
+from ..extract_jobs import output_lines, person_job
+from .conftest import ENGINE_OPTIONS
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +30,8 @@ def local_runtime(tiny_path):
 def test_records_match_a_local_run_of_the_same_job(tmp_path, ray_runtime, local_runtime):
     (tmp_path / "local").mkdir()
     (tmp_path / "ray").mkdir()
-    assert main(job_args(tmp_path / "local", 12), backend=local_runtime) == 0
-    assert main(job_args(tmp_path / "ray", 12) + ["--ray", "--shard-size", "3"], backend=ray_runtime) == 0
+    assert main(person_job(tmp_path / "local", 12), backend=local_runtime) == 0
+    assert main(person_job(tmp_path / "ray", 12) + ["--ray", "--shard-size", "3"], backend=ray_runtime) == 0
     local = {x["id"]: x for x in output_lines(tmp_path / "local")}
     remote = output_lines(tmp_path / "ray")
     assert sorted(x["id"] for x in remote) == sorted(local)
@@ -67,7 +68,7 @@ def test_a_replica_killed_mid_job_loses_nothing(tmp_path, ray_runtime):
     import ray
 
     n_docs, kill_after = 30, 4
-    args = job_args(tmp_path, n_docs) + ["--ray", "--shard-size", "2"]
+    args = person_job(tmp_path, n_docs) + ["--ray", "--shard-size", "2"]
     out = tmp_path / "o.jsonl"
     victim = ray_runtime.pool.slots[0].actor
     lines_at_kill = []

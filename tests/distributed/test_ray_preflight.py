@@ -12,7 +12,7 @@ import pytest
 import sglite as sgl
 from sglite.extract import main
 
-from .conftest import job_args
+from ..extract_jobs import person_job
 
 
 def _free_port() -> int:
@@ -47,16 +47,16 @@ def _one_line_exit_2(capsys, argv) -> str:
     (["--ray", "not-an-address"], "is not host:port"),
 ])
 def test_bad_ray_options_fail_in_one_line(tmp_path, capsys, extra, says):
-    assert says in _one_line_exit_2(capsys, job_args(tmp_path, 2) + extra)
+    assert says in _one_line_exit_2(capsys, person_job(tmp_path, 2) + extra)
 
 
 def test_an_unreachable_cluster_fails_in_one_line_within_seconds(tmp_path, capsys):
-    line = _one_line_exit_2(capsys, job_args(tmp_path, 2) + ["--ray", f"127.0.0.1:{_free_port()}"])
+    line = _one_line_exit_2(capsys, person_job(tmp_path, 2) + ["--ray", f"127.0.0.1:{_free_port()}"])
     assert "cannot reach the Ray cluster" in line and "ray start --head" in line
 
 
 def test_ray_not_installed_fails_in_one_line_naming_the_extra(tmp_path):
-    argv = job_args(tmp_path, 2) + ["--ray"]
+    argv = person_job(tmp_path, 2) + ["--ray"]
     code = ("import sys; sys.modules['ray'] = None\n"   # any `import ray` now raises ImportError
             "from sglite.extract import main\n"
             f"sys.exit(main({argv!r}))")

@@ -3,43 +3,25 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 
 from sglite.extract import main
 
-from .conftest import job_args, output_lines
+from ..extract_jobs import append_cut_line, output_lines, person_job, sigkill_after
 
 N_DOCS = 24
 KILL_AFTER = 3
 
 
 def test_driver_killed_then_resume_gives_each_id_once(tmp_path, ray_cluster, tiny_path):
-    args = job_args(tmp_path, N_DOCS) + ["--model", str(tiny_path), "--weights", "bf16", "--num-threads", "1",
+    args = person_job(tmp_path, N_DOCS) + ["--model", str(tiny_path), "--weights", "bf16", "--num-threads", "1",
                                          "--replicas", "2", "--shard-size", "2"]
     out = tmp_path / "o.jsonl"
-    proc = subprocess.Popen([sys.executable, "-m", "sglite.extract", *args, "--ray", ray_cluster],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 180
-        while (out.read_bytes().count(b"\n") if out.exists() else 0) < KILL_AFTER:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the job wrote no records"
-            time.sleep(0.005)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
-    killed = out.read_bytes()
+    killed = sigkill_after([sys.executable, "-m", "sglite.extract", *args, "--ray", ray_cluster], out, KILL_AFTER,
+                           timeout_s=180)
     done = [json.loads(x) for x in killed.splitlines()]
     assert KILL_AFTER <= len(done) < N_DOCS, "the kill landed mid-job"
-    # a write cut short leaves a partial last line: --resume drops it and runs that document again
-    victim = next(f"d{i:02d}" for i in range(N_DOCS) if f"d{i:02d}" not in {x["id"] for x in done})
-    out.write_bytes(killed + json.dumps({"id": victim, "record": {"name": "Per"}}).encode()[:20])
+    append_cut_line(out, killed, done, N_DOCS)
 
     # the dead driver's replicas are released by Ray; the resumed job's own wait for the 2 CPUs
     assert main(args + ["--resume", "--ray"]) == 0

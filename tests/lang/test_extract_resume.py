@@ -4,16 +4,14 @@ Runs the tiny random-weight model; the schema bounds every field, so its records
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from sglite.extract import main
+
+from ..extract_jobs import append_cut_line, person_job, sigkill_after
 
 N_DOCS = 12
 KILL_AFTER = 3   # lines in the output when the job is killed
@@ -41,45 +39,17 @@ sys.exit(main(sys.argv[1:], backend=OneAtATime(load_tiny_model(), max_running_re
 
 
 def _job_files(tmp_path: Path) -> list[str]:
-    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
-                                               "age": {"type": "integer", "minimum": 0, "maximum": 150}},
-              "required": ["name", "age"]}
-    (tmp_path / "s.json").write_text(json.dumps(schema))
-    (tmp_path / "p.txt").write_text("Extract the person named in the document and their age, as JSON.")
-    with open(tmp_path / "d.jsonl", "w") as f:
-        for i in range(N_DOCS):
-            f.write(json.dumps({"id": f"d{i:02d}", "text": f"Person {i} is {20 + i} years old."}) + "\n")
     (tmp_path / "job.py").write_text(JOB)
-    return ["--schema", str(tmp_path / "s.json"), "--prompt", str(tmp_path / "p.txt"), "--input",
-            str(tmp_path / "d.jsonl"), "--output", str(tmp_path / "o.jsonl"), "--max-tokens", "32"]
-
-
-def _complete_lines(path: Path) -> int:
-    return path.read_bytes().count(b"\n") if path.exists() else 0
+    return person_job(tmp_path, N_DOCS)
 
 
 def test_sigkill_then_resume_gives_each_id_once(tmp_path, tiny_runtime):
     args = _job_files(tmp_path)
     out = tmp_path / "o.jsonl"
-    proc = subprocess.Popen([sys.executable, str(tmp_path / "job.py"), *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 300
-        while _complete_lines(out) < KILL_AFTER:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "the job wrote no records"
-            time.sleep(0.01)
-        os.kill(proc.pid, signal.SIGKILL)
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stderr.close()
-    killed = out.read_bytes()
+    killed = sigkill_after([sys.executable, str(tmp_path / "job.py"), *args], out, KILL_AFTER, timeout_s=300)
     done = [json.loads(x) for x in killed.splitlines()]
     assert KILL_AFTER <= len(done) < N_DOCS, "the kill landed mid-job"
-    # a write cut short by a crash leaves a partial last line: --resume must drop it and run that document again
-    victim = next(f"d{i:02d}" for i in range(N_DOCS) if f"d{i:02d}" not in {x["id"] for x in done})
-    out.write_bytes(killed + json.dumps({"id": victim, "record": {"name": "Per"}}).encode()[:20])
+    append_cut_line(out, killed, done, N_DOCS)
 
     assert main(args + ["--resume"], backend=tiny_runtime) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]

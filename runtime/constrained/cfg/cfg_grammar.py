@@ -3,8 +3,6 @@
 forced text, so jump-forward works unchanged). Immutable and shared between requests; its caches only grow."""
 from __future__ import annotations
 
-import numpy as np
-
 from ..errors import GrammarError
 from ..parser.matcher import GrammarMatcher
 from ..vocab.token_index import TokenIndex
@@ -41,10 +39,6 @@ class CfgGrammar:
     def matcher(self) -> GrammarMatcher:
         """A new per-request matcher at the start of the grammar."""
         return GrammarMatcher(self)
-
-    def stack_mask_bool(self, stack: Stack) -> np.ndarray:
-        return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
-            .astype(bool)
 
     def __repr__(self) -> str:
         return f"CfgGrammar({self.kind}, {len(self.ir.rules)} rules, {self.spec[:60]!r})"

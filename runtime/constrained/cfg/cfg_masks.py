@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from ..parser.stack_masks import pack_mask
 from ..vocab.token_index import TokenIndex
 from .cfg_parser import CfgParser, Stack
 
@@ -134,10 +135,7 @@ class CfgMasks:
 
 def _pack(mask: np.ndarray, words: int, extra: list[np.ndarray]) -> np.ndarray:
     """bool [vocab] -> int32 [words] (bit j of word w = token 32*w+j), OR-ed with the packed masks in `extra`."""
-    bits = np.packbits(mask, bitorder="little")
-    if bits.size < words * 4:
-        bits = np.concatenate([bits, np.zeros(words * 4 - bits.size, np.uint8)])
-    out = bits.view("<i4").astype(np.int32)
+    out = pack_mask(mask, words)
     for e in extra:
         out |= e
     return out

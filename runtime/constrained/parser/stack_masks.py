@@ -89,7 +89,7 @@ class StackMasks:
                 extra.append(self.stack_mask(below))
         else:
             self._walk_trie(stack, mask, extra)
-        out = _pack(mask, self.words)
+        out = pack_mask(mask, self.words)
         for e in extra:
             out |= e
         return out
@@ -278,7 +278,7 @@ class StackMasks:
         mask[allowed] = True
 
 
-def _pack(mask: np.ndarray, words: int) -> np.ndarray:
+def pack_mask(mask: np.ndarray, words: int) -> np.ndarray:
     """bool [vocab] -> int32 [words], bit j of word w = token 32*w+j."""
     bits = np.packbits(mask, bitorder="little")
     if bits.size < words * 4:

@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import ArrayNode
+from .disjoint import values
 from .json_values import json_in
 from .keywords import tuple_items, type_list
 from .lowerer import Lowerer
@@ -155,10 +156,9 @@ def _finite(sc: Lowerer, s: Any, ptr: str) -> Optional[list]:
     s, ptr = sc.doc.deref(s, ptr)
     if not isinstance(s, dict):
         return None
-    if "const" in s:
-        return [s["const"]]
-    if "enum" in s:
-        return list(s["enum"])
+    listed = values(sc.doc, s)          # const / enum
+    if listed is not None:
+        return listed
     if "type" in s and set(type_list(s["type"])) <= {"boolean", "null"}:
         return [v for t in type_list(s["type"]) for v in ((True, False) if t == "boolean" else (None,))]
     if "anyOf" in s and isinstance(s["anyOf"], list):

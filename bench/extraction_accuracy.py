@@ -3,16 +3,31 @@ on the same GGUF, the same chat messages and the same schema, in one run (issue 
 
     python bench/extraction_accuracy.py                                  # modes compact,standard,flexible
     python bench/extraction_accuracy.py --modes standard --skip-llamacpp --limit 5
+    python bench/extraction_accuracy.py --modes standard --skip-llamacpp --sets bundled,synthetic \
+        --dry default,0,0.8+nc,0.5+nc                     # JSON DRY defaults compared on both report sets
 
 For every system: outputs that validate, gold fields right per field and in total (rules: bench/accuracy.py),
 and few-shot leaks: records whose `guidance` or a `risks` item is copied from the example program's few-shot
 answers (text the report itself does not contain). llama-server gets `response_format: json_schema` with the
 example's pydantic schema; its grammar allows bounded whitespace (llama.cpp's json-schema-to-grammar). The
-sglite Engine is built once per mode with `json_whitespace=<mode>` and otherwise default options."""
+sglite Engine is built once per mode with `json_whitespace=<mode>` and otherwise default options.
+
+Report sets (`--sets`): "bundled", the 20 hand-written reports (examples/data/reports.jsonl, gold
+reports_gold.jsonl); "synthetic", 80 generated ones whose gold values are known by construction
+(bench/synthetic_reports.py writes examples/data/synthetic_reports{,_gold}.jsonl).
+
+`--dry` runs each sglite mode under several defaults for JSON-schema DRY (the job's gen sets none, so the engine's
+default applies): "default" is the engine as shipped; "M" sets the default multiplier to M (0: off); "M+nc" also
+makes the default sequence breakers "\n" and ":" only (llama.cpp's '"' and '*' dropped); "M+ll" llama.cpp's four.
+The configurations run one after another on one Engine, every set in each, and the first is the reference of a
+paired comparison: per gold field, how many only the reference got right and how many only the other did, with
+the two-sided sign-test p-value of that split (fields both got right or both wrong say nothing about the
+difference)."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -21,11 +36,69 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from accuracy import load_gold, print_accuracy_table, score_job  # noqa: E402
+from accuracy import load_gold, print_accuracy_table, score, score_job  # noqa: E402
 from vs_llamacpp import (DEFAULT_BIN_DIR, LlamaServer, SgliteSide, chat_messages, find_binaries,  # noqa: E402
                          load_example)
 
 MODES = ("compact", "standard", "flexible", "any")
+SETS = {"bundled": ("reports.jsonl", "reports_gold.jsonl"),
+        "synthetic": ("synthetic_reports.jsonl", "synthetic_reports_gold.jsonl")}
+BREAKER_SETS = {"nc": ("\n", ":"), "ll": ("\n", ":", '"', "*")}
+
+
+class DryDefault:
+    """One `--dry` configuration, applied to a live Engine by patching the engine's defaults for JSON-schema
+    requests (the multiplier in sampling_params, the breakers a request left at the protocol default)."""
+
+    def __init__(self, spec: str):
+        self.name = spec
+        self.multiplier: float | None = None
+        self.breakers: tuple[str, ...] | None = None
+        if spec != "default":
+            mult, _, breakers = spec.partition("+")
+            self.multiplier = float(mult)
+            if breakers:
+                if breakers not in BREAKER_SETS:
+                    raise ValueError(f"--dry {spec!r}: breaker set {breakers!r} is not one of {list(BREAKER_SETS)}")
+                self.breakers = BREAKER_SETS[breakers]
+
+    def apply(self, engine):
+        """Patches `engine` (and the module default); returns a function that undoes it."""
+        from sglite.protocol import SamplingParams
+        from sglite.runtime.engine import sampling_params
+
+        old_mult = sampling_params.CONSTRAINED_DRY_MULTIPLIER
+        sampler = engine.core.processor.sampler
+        if self.multiplier is not None:
+            sampling_params.CONSTRAINED_DRY_MULTIPLIER = self.multiplier
+        if self.breakers is not None:
+            protocol_default, wanted, cls = SamplingParams().dry_sequence_breakers, self.breakers, type(sampler)
+            sampler._breaker_mask = lambda b: cls._breaker_mask(sampler, wanted if b == protocol_default else b)
+
+        def undo() -> None:
+            sampling_params.CONSTRAINED_DRY_MULTIPLIER = old_mult
+            sampler.__dict__.pop("_breaker_mask", None)
+        return undo
+
+
+def sign_test_p(a: int, b: int) -> float:
+    """Two-sided exact binomial p-value of a split a:b under p = 1/2."""
+    n = a + b
+    if n == 0:
+        return 1.0
+    k = min(a, b)
+    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
+def paired(ref: dict[str, dict | None], other: dict[str, dict | None], gold: dict[str, dict]) -> tuple[int, int]:
+    """(gold fields only `ref` got right, fields only `other` got right), over the ids both hold."""
+    only_ref = only_other = 0
+    for doc_id in ref:
+        a, b = score(ref[doc_id], gold[doc_id]), score(other.get(doc_id), gold[doc_id])
+        only_ref += sum(a[k] and not b[k] for k in a)
+        only_other += sum(b[k] and not a[k] for k in a)
+    return only_ref, only_other
 
 
 def few_shot_leaks(example, docs: list[dict], records: dict[str, dict | None]) -> int:
@@ -56,51 +129,89 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llamacpp-bin", type=Path, default=DEFAULT_BIN_DIR)
     ap.add_argument("--ctx-per-slot", type=int, default=2048)
     ap.add_argument("--dump", type=Path, default=None, help="write every record (JSONL: system, id, record)")
+    ap.add_argument("--sets", default="bundled", help=f"comma list of report sets, of {list(SETS)}")
+    ap.add_argument("--dry", default="default",
+                    help="comma list of JSON DRY defaults to run each sglite mode under: default, M, M+nc, M+ll")
     args = ap.parse_args(argv)
     modes = args.modes.split(",")
     if not set(modes) <= set(MODES):
         ap.error(f"--modes takes {MODES}, got {args.modes!r}")
+    sets = args.sets.split(",")
+    if not set(sets) <= set(SETS):
+        ap.error(f"--sets takes {list(SETS)}, got {args.sets!r}")
+    try:
+        drys = [DryDefault(spec) for spec in args.dry.split(",")]
+    except ValueError as e:
+        ap.error(str(e))
     exes = None if args.skip_llamacpp else find_binaries(args.llamacpp_bin)   # fail before any work
 
     from sglite.runtime.model_source import resolve_model_path
 
     gguf = resolve_model_path(args.model)
     example = load_example()
-    docs = example.load_reports(ROOT / "examples" / "data" / "reports.jsonl", args.limit)
-    gold = load_gold()
-    print(f"model: {gguf.name}; {len(docs)} reports; threads {args.threads}; "
-          f"load average {os.getloadavg()[0]:.2f}", flush=True)
+    data = ROOT / "examples" / "data"
+    docs = {name: example.load_reports(data / SETS[name][0], args.limit) for name in sets}
+    gold = {name: load_gold(data / SETS[name][1]) for name in sets}
+    print(f"model: {gguf.name}; sets {', '.join(f'{k} ({len(v)} reports)' for k, v in docs.items())}; "
+          f"threads {args.threads}; load average {os.getloadavg()[0]:.2f}", flush=True)
 
-    jobs: dict[str, Any] = {}
+    jobs: dict[str, dict[str, Any]] = {name: {} for name in sets}    # set -> system -> JobResult
     if exes:
         print("llama.cpp: llama-server ...", file=sys.stderr, flush=True)
         with LlamaServer(exes["llama-server"], gguf, args.threads, args.ctx_per_slot) as server:
-            jobs["llama.cpp"] = server.main_job(example, docs)
+            for name in sets:
+                jobs[name]["llama.cpp"] = server.main_job(example, docs[name])
     for mode in modes:
-        print(f"sglite json_whitespace={mode} ...", file=sys.stderr, flush=True)
         side = SgliteSide(gguf, {"num_threads": args.threads, "json_whitespace": mode})
         try:
-            jobs[f"sglite {mode}"] = side.main_job(example, docs)
+            for dry in drys:
+                system = f"sglite {mode}" + ("" if args.dry == "default" else f", DRY {dry.name}")
+                undo = dry.apply(side.engine)
+                try:
+                    for name in sets:
+                        print(f"{system} on {name} ...", file=sys.stderr, flush=True)
+                        jobs[name][system] = side.main_job(example, docs[name])
+                finally:
+                    undo()
         finally:
             side.shutdown()
 
-    scores = {name: score_job(job.records, gold) for name, job in jobs.items()}
-    print("\n| system | valid | gold fields right | few-shot leaks | wall s |")
-    print("|---|---:|---:|---:|---:|")
-    for name, job in jobs.items():
-        right, total = scores[name]["total"]
-        print(f"| {name} | {job.valid}/{len(docs)} | {right}/{total} | "
-              f"{few_shot_leaks(example, docs, job.records)}/{len(docs)} | {job.wall_s:.1f} |")
-    print("\nfield accuracy against examples/data/reports_gold.jsonl (rules: bench/accuracy.py)\n")
-    print_accuracy_table(scores)
-    for name, job in jobs.items():
-        for doc_id, why in job.errors.items():
-            print(f"{name} {doc_id} not valid: {why}")
+    for name in sets:
+        n = len(docs[name])
+        scores = {system: score_job(job.records, gold[name]) for system, job in jobs[name].items()}
+        print(f"\n### {name}: {n} reports ({SETS[name][0]})\n")
+        print("| system | valid | gold fields right | few-shot leaks | wall s |")
+        print("|---|---:|---:|---:|---:|")
+        for system, job in jobs[name].items():
+            right, total = scores[system]["total"]
+            print(f"| {system} | {job.valid}/{n} | {right}/{total} | "
+                  f"{few_shot_leaks(example, docs[name], job.records)}/{n} | {job.wall_s:.1f} |")
+        print(f"\nfield accuracy against examples/data/{SETS[name][1]} (rules: bench/accuracy.py)\n")
+        print_accuracy_table(scores)
+        for system, job in jobs[name].items():
+            for doc_id, why in job.errors.items():
+                print(f"{system} {doc_id} not valid: {why}")
+    systems = list(jobs[sets[0]])
+    if len(systems) > 1:
+        ref = systems[0]
+        print(f"\npaired against {ref}: gold fields only it got right : only the other got right (sign-test p)\n")
+        print("| system | " + " | ".join(sets) + " | all sets |")
+        print("|---|" + "---:|" * (len(sets) + 1))
+        for system in systems[1:]:
+            cells, tot = [], [0, 0]
+            for name in sets:
+                a, b = paired(jobs[name][ref].records, jobs[name][system].records, gold[name])
+                tot[0], tot[1] = tot[0] + a, tot[1] + b
+                cells.append(f"{a} : {b} (p {sign_test_p(a, b):.2f})")
+            cells.append(f"{tot[0]} : {tot[1]} (p {sign_test_p(*tot):.2f})")
+            print(f"| {system} | " + " | ".join(cells) + " |")
     if args.dump:
         with open(args.dump, "w", encoding="utf-8") as f:
-            for name, job in jobs.items():
-                for doc_id, record in job.records.items():
-                    f.write(json.dumps({"system": name, "id": doc_id, "record": record}, ensure_ascii=False) + "\n")
+            for name in sets:
+                for system, job in jobs[name].items():
+                    for doc_id, record in job.records.items():
+                        f.write(json.dumps({"set": name, "system": system, "id": doc_id, "record": record},
+                                           ensure_ascii=False) + "\n")
     return 0
 
 

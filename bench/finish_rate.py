@@ -4,6 +4,7 @@ budget, with each generation-mode measure off and on, beside llama.cpp's server 
     python bench/finish_rate.py                         # every configuration and llama.cpp (CPU: ~10-20 min)
     python bench/finish_rate.py --skip-llamacpp --configs baseline,all --limit 8
     python bench/finish_rate.py --dry 0.5,0.8,1.2        # also "all" at each DRY multiplier
+    python bench/finish_rate.py --configs shipped --dry 0.8+nc --skip-llamacpp   # the defaults; "+nc": breakers
 
 A fixed set of 24 real schemas (6 each from MaskBench's Github_easy, Github_medium, Glaiveai2K and Snowplow in
 ../shared/data; none used by a test). Per schema one chat prompt asks for "one realistic JSON instance of this JSON
@@ -13,7 +14,10 @@ Schema"; greedy, at most 384 new tokens. sglite runs the Engine as the lead's de
 - +dup-keys: `unique_keys` (no property name twice in an object);
 - +caps: `GenerationCaps()` (string chars, array items, recursion depth);
 - +DRY: dry_multiplier --dry-default (llama.cpp's other DRY defaults);
-- all: the three together.
+- all: the three together;
+- shipped: the engine exactly as shipped (its own compile options, no DRY field in the request: its JSON default).
+`--dry M` adds "all" at DRY M; "M+nc" also sets the sequence breakers to "\n" and ":" only (llama.cpp's '"' and
+'*' dropped), "M+ll" to llama.cpp's four.
 llama.cpp: llama-server (bench/vs_llamacpp.py starts it) with `response_format: json_schema`, temperature 0,
 max_tokens 384. Each row: finished and valid (finish_reason stop and the text validates), finished but invalid,
 stopped by `length`, mean completion tokens, and (sglite) the values closed at a cap."""
@@ -45,7 +49,8 @@ SCHEMAS = [
     "Snowplow---sp_419_Normalized.json", "Snowplow---sp_257_Normalized.json", "Snowplow---sp_6_Normalized.json",
 ]
 MAX_TOKENS = 384
-CONFIGS = ("baseline", "+dup-keys", "+caps", "+DRY", "all")
+CONFIGS = ("baseline", "+dup-keys", "+caps", "+DRY", "all", "shipped")
+BREAKER_SETS = {"nc": ("\n", ":"), "ll": ("\n", ":", '"', "*")}
 
 
 class Row(NamedTuple):
@@ -99,19 +104,27 @@ def sglite_rows(args, schemas: list[dict]) -> list[Row]:
     wanted = args.configs + [f"all, DRY {d}" for d in args.dry]     # in the order asked for
     rows = []
     for name in wanted:
-        dry = args.dry_default if name in ("+DRY", "all") else 0.0
-        if name.startswith("all, DRY"):
-            dry = float(name.split()[-1])
-        unique = name in ("+dup-keys", "all") or name.startswith("all")
-        caps = GenerationCaps() if name in ("+caps", "all") or name.startswith("all") else None
-        # the engine's compile call (closed objects, its whitespace and order) plus this configuration's options
-        # (the engine passes its own unique_keys/caps: this configuration's win)
-        compiler.compile_json_schema = lambda *a, _u=unique, _c=caps, **k: compile_plain(
-            *a, **{**k, "unique_keys": _u, "caps": _c})
+        params: dict[str, Any] = {"temperature": 0, "max_new_tokens": MAX_TOKENS}
+        if name == "shipped":
+            compiler.compile_json_schema = compile_plain
+            caps = True
+        else:
+            dry = args.dry_default if name in ("+DRY", "all") else 0.0
+            if name.startswith("all, DRY"):
+                mult, _, breakers = name.split()[-1].partition("+")
+                dry = float(mult)
+                if breakers:
+                    params["dry_sequence_breakers"] = list(BREAKER_SETS[breakers])
+            params["dry_multiplier"] = dry
+            unique = name in ("+dup-keys", "all") or name.startswith("all")
+            caps = GenerationCaps() if name in ("+caps", "all") or name.startswith("all") else None
+            # the engine's compile call (closed objects, its whitespace and order) plus this configuration's
+            # options (the engine passes its own unique_keys/caps: this configuration's win)
+            compiler.compile_json_schema = lambda *a, _u=unique, _c=caps, **k: compile_plain(
+                *a, **{**k, "unique_keys": _u, "caps": _c})
         engine.flush_cache()
         t0 = time.perf_counter()
-        res = engine.generate(prompts, [{"temperature": 0, "max_new_tokens": MAX_TOKENS, "json_schema": t,
-                                         "dry_multiplier": dry} for t in texts])
+        res = engine.generate(prompts, [{**params, "json_schema": t} for t in texts])
         wall = time.perf_counter() - t0
         outs = [(r["text"], r["meta_info"]["finish_reason"]["type"], r["meta_info"]["completion_tokens"],
                  r["meta_info"].get("capped_values", 0)) for r in res]
@@ -170,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS),
                     help=f"comma-separated subset of {CONFIGS}, run in the order given")
     ap.add_argument("--dry-default", type=float, default=0.8, help="dry_multiplier of +DRY and all")
-    ap.add_argument("--dry", default="", help="also run 'all' at each of these dry multipliers (comma-separated)")
+    ap.add_argument("--dry", default="",
+                    help="also run 'all' at each of these dry multipliers (comma-separated; M+nc: breakers \\n and :)")
     ap.add_argument("--skip-llamacpp", action="store_true")
     ap.add_argument("--llamacpp-first", action="store_true", help="run llama.cpp's server before sglite")
     ap.add_argument("--llamacpp-bin", type=Path, default=DEFAULT_BIN_DIR)
@@ -180,7 +194,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [c for c in args.configs if c not in CONFIGS]
     if unknown:
         ap.error(f"unknown configs {unknown}; choose from {CONFIGS}")
-    args.dry = [float(d) for d in args.dry.split(",") if d]
+    args.dry = [d for d in args.dry.split(",") if d]
+    for d in args.dry:
+        mult, _, breakers = d.partition("+")
+        try:
+            float(mult)
+        except ValueError:
+            ap.error(f"--dry {d!r}: not a number")
+        if breakers and breakers not in BREAKER_SETS:
+            ap.error(f"--dry {d!r}: breaker set {breakers!r} is not one of {list(BREAKER_SETS)}")
     if not DATA.is_dir():
         ap.error(f"MaskBench data not found at {DATA}")
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..automata.byte_dfa import ByteDFA
 from ..ir.nodes import Node
 from ..vocab.token_index import TokenIndex
-from .frames import LEXEMES, STRUCTURAL, Key, Lex, Stack
+from .frames import END, LEXEMES, OBJ_NAMED, OBJ_VALUED, STRUCTURAL, End, Key, Lex, Obj, Ran, Stack
 from .parser import Parser
 
 _CACHE_LIMIT = 8_192
@@ -33,6 +33,7 @@ class StackMasks:
         self._far: dict[tuple, np.ndarray] = {}     # (stack below, lexeme node, DFA state) -> mask, see stack_mask
         self._leaving: dict[tuple, tuple] = {}
         self._need: dict[tuple, int] = {}
+        self._local: dict[tuple, bool] = {}         # (top frame, rest) -> accepted, see _rest_ok
         self._lock = threading.Lock()
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
@@ -220,7 +221,7 @@ class StackMasks:
                 comma = rest.find(b",")
                 if tracked and comma >= 0 and rest.find(b'"', comma) >= 0:
                     per_name.extend(toks)
-                elif self.parser.run((below,), rest):
+                elif self._rest_ok(below, rest):
                     out.extend(toks)
             with self._lock:
                 if len(self._leaving) > _CACHE_LIMIT:
@@ -231,6 +232,28 @@ class StackMasks:
         skip = self.index.depth[node]
         tb = self.index.token_bytes
         return hit[0] + tuple((t, dc) for t, dc in hit[1] if self.parser.run((stack,), tb[t][skip:]))
+
+    def _rest_ok(self, below: Stack, rest: bytes) -> bool:
+        """Whether `below` (the stack after a lexeme) accepts `rest`. A rest without ',', '}' or ']' never
+        brings the parse back to below's top frame other than for whitespace, nor under it, so its verdict depends
+        on that frame alone, and for an object after a name or a value not even on the names seen: those verdicts
+        are cached per (frame, rest), shared by every stack and every name of the object."""
+        top = below[-1]
+        k = type(top)
+        if self.parser.ws_run is not None or k is Ran or k is End or \
+                rest.find(b",") >= 0 or rest.find(b"}") >= 0 or rest.find(b"]") >= 0:
+            return bool(self.parser.run((below,), rest))
+        if k is Obj and top.phase in (OBJ_NAMED, OBJ_VALUED):
+            top = Obj(top.node, top.phase, frozenset(), 0, top.value)
+        key = (top, rest)
+        hit = self._local.get(key)
+        if hit is None:
+            hit = bool(self.parser.run(((END, top),), rest))
+            with self._lock:
+                if len(self._local) > _CACHE_LIMIT:
+                    self._local.clear()
+                self._local[key] = hit
+        return hit
 
     def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:
         """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,
@@ -255,26 +278,34 @@ class StackMasks:
             nb: set[int] = set()
             for st in struct:
                 nb |= parser.next_bytes(st)
-            bases = [node]
+            kids = children[node]
             if parser.ws and all(isinstance(st[-1], STRUCTURAL) for st in struct):
                 # whitespace leaves these stacks as they are: take every run of it below `node` at once
-                bases = self.index.ws_closure(node)
-                for w in bases[1:]:
-                    allowed.extend(ends[w])
+                by_byte, ws_ends = self.index.ws_step(node)
+                allowed.extend(ws_ends)
                 nb -= parser.ws
-            for b in nb:
-                nxt = None
-                for n in bases:
-                    child = children[n].get(b)
-                    if child is None:
+                for b in nb:
+                    cs = by_byte.get(b)
+                    if cs is None:
                         continue
-                    if nxt is None:
-                        nxt = parser.run(struct, bytes((b,)))
-                        if not nxt:
-                            break
-                    allowed.extend(ends[child])
-                    if children[child]:
-                        todo.append((child, nxt))
+                    nxt = parser.run(struct, bytes((b,)))
+                    if not nxt:
+                        continue
+                    for child in cs:
+                        allowed.extend(ends[child])
+                        if children[child]:
+                            todo.append((child, nxt))
+                continue
+            for b in nb:
+                child = kids.get(b)
+                if child is None:
+                    continue
+                nxt = parser.run(struct, bytes((b,)))
+                if not nxt:
+                    continue
+                allowed.extend(ends[child])
+                if children[child]:
+                    todo.append((child, nxt))
         mask[allowed] = True
 
 

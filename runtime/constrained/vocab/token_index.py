@@ -60,6 +60,7 @@ class TokenIndex(VocabTrie):
         self._cache: OrderedDict[tuple, TokenClasses] = OrderedDict()
         self._cache_bytes = 0
         self._ws: dict[int, tuple[int, ...]] = {}
+        self._ws_step: dict[int, tuple[dict[int, tuple[int, ...]], tuple[int, ...]]] = {}
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
@@ -74,6 +75,23 @@ class TokenIndex(VocabTrie):
                 out.extend(kids[b] for b in _WS if b in kids)
                 i += 1
             hit = self._ws[node] = tuple(out)
+        return hit
+
+    def ws_step(self, node: int) -> tuple[dict[int, tuple[int, ...]], tuple[int, ...]]:
+        """For the whitespace closure of `node` (`ws_closure`): (byte -> the children by that byte of the
+        closure's nodes, `node`'s own first; the tokens ending inside the closure past `node`). What a walk at a
+        structural position needs per byte, without looping over the closure each time. Cached."""
+        hit = self._ws_step.get(node)
+        if hit is None:
+            bases = self.ws_closure(node)
+            by_byte: dict[int, list[int]] = {}
+            for n in bases:
+                for b, c in self.children[n].items():
+                    by_byte.setdefault(b, []).append(c)
+            ends = tuple(t for w in bases[1:] for t in self.ends[w])
+            hit = ({b: tuple(cs) for b, cs in by_byte.items()}, ends)
+            with self._lock:
+                self._ws_step[node] = hit
         return hit
 
     # --- classification ----------------------------------------------------------------------------------------

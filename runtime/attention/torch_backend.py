@@ -126,9 +126,19 @@ class TorchAttentionBackend(AttentionBackend):
 
     def forward(self, q, k, v, layer_id, fb, scale):
         pool = self.kv_pool
+        pool.k_buffer[layer_id].index_copy_(0, fb.out_cache_loc, k)       # [S, Hkv, D]
+        pool.v_buffer[layer_id].index_copy_(0, fb.out_cache_loc, v)
+        return self.attend(q, layer_id, fb, scale)
+
+    def pool_bits(self, layer_id: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Layer `layer_id`'s K and V buffers as numpy views of their bits (for CPU kernels that write the pool in
+        place), or None when the paged CPU kernel is off."""
+        return (self._k_bits[layer_id], self._v_bits[layer_id]) if self.paged_decode is not None else None
+
+    def attend(self, q, layer_id, fb, scale):
+        """forward() once K/V of the new tokens are in the pool (a fused CPU layer writes them itself)."""
+        pool = self.kv_pool
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
-        k_buf.index_copy_(0, fb.out_cache_loc, k)
-        v_buf.index_copy_(0, fb.out_cache_loc, v)
         m: TorchAttentionMetadata = fb.attn_metadata
         if m.decode_slots is not None:
             # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison
@@ -136,14 +146,14 @@ class TorchAttentionBackend(AttentionBackend):
             k_buf[0] = 0
             v_buf[0] = 0
         T, Hq, D = q.shape
-        gqa = Hq != k.shape[1]
+        gqa = Hq != k_buf.shape[1]
         if m.decode_rows is not None and len(m.extends) == 0:
             return self._decode(q, k_buf, v_buf, m, scale, gqa, layer_id)          # pure decode: rows are [T] in order
         out = torch.empty_like(q)
         if m.decode_rows is not None:
             out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa, layer_id)
         for run in m.extends:
-            qs = q[run.start:run.start + run.length].transpose(0, 1)[None]    # [1, Hq, E, D]
+            qs = q[run.start:run.start + run.length].to(k_buf.dtype).transpose(0, 1)[None]  # [1, Hq, E, D]
             keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
             values = v_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]
             o = F.scaled_dot_product_attention(qs, keys, values, attn_mask=run.mask, is_causal=run.mask is None,

@@ -33,7 +33,9 @@ class StackMasks:
         self._far: dict[tuple, np.ndarray] = {}     # (stack below, lexeme node, DFA state) -> mask, see stack_mask
         self._leaving: dict[tuple, tuple] = {}
         self._need: dict[tuple, int] = {}
-        self._local: dict[tuple, bool] = {}         # (top frame, rest) -> accepted, see _rest_ok
+        self._local: dict[tuple, bool] = {}         # (top frame, rest) -> accepted, see _local_ok
+        self._local_toks: dict[tuple, tuple] = {}   # see _local_tokens
+        self._grouped: dict[tuple, dict] = {}       # see _groups
         self._lock = threading.Lock()
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
@@ -197,12 +199,14 @@ class StackMasks:
         # (otherwise nothing from the plain part: its only accepting state is labelled "other name")
         if part is not None:
             mask[part.inside[allowed[part.end]]] = True
-            for t, _ in self._leaving_ok(stack, 0, dfa, s, part.leaving):
+            for t, _ in self._leaving_ok(stack, 0, dfa, s, part.leaving, part=True):
                 mask[t] = True
 
-    def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving) -> tuple[tuple[int, int], ...]:
+    def _leaving_ok(self, stack: Stack, node: int, dfa: ByteDFA, s: int, leaving, part: bool = False
+                    ) -> tuple[tuple[int, int], ...]:
         """(token, characters before the end) for tokens that end the top lexeme part-way and whose rest the
-        stack below accepts. Cached per (dfa, state, node, stack below the lexeme)."""
+        stack below accepts. Cached per (dfa, state, node, stack below the lexeme). `leaving` is
+        `classify(dfa, s, node).leaving`, or with `part` the leaving groups of `TokenIndex.split`'s part."""
         key = (dfa.key, s, node, stack[:-1])     # below a Key frame: its Obj, with the names seen
         hit = self._leaving.get(key)
         if hit is None:
@@ -210,19 +214,23 @@ class StackMasks:
             # the same object (a ',' then a '"'); elsewhere what follows does not depend on it, so it is left out
             # and the result is shared by every name (the name itself is checked by _taken_names)
             tracked = type(stack[-1]) is Key and bool(stack[-1].name)
-            below_of: dict[int, Stack | None] = {}
+            gkey = (dfa.key, s, node, part)
             out, per_name = [], []
-            for a, rest, toks in leaving:
-                if a not in below_of:
-                    below_of[a] = self.parser.finish(stack, a, b"" if tracked else None)
-                below = below_of[a]
+            for a, (local, other) in self._groups(gkey, leaving).items():
+                below = self.parser.finish(stack, a, b"" if tracked else None)
                 if below is None:
                     continue
-                comma = rest.find(b",")
-                if tracked and comma >= 0 and rest.find(b'"', comma) >= 0:
-                    per_name.extend(toks)
-                elif self._rest_ok(below, rest):
-                    out.extend(toks)
+                out.extend(self._local_tokens(gkey, a, below, local))
+                if not other:
+                    continue
+                first = self.parser.next_bytes(below)
+                for rest, toks, cut in other:
+                    if rest[0] not in first:
+                        continue
+                    if tracked and rest.find(b'"', rest.find(b",")) >= 0 and rest.find(b",") >= 0:
+                        per_name.extend(toks)
+                    elif (cut == 0 or self._local_ok(below, rest[:cut])) and self.parser.run((below,), rest):
+                        out.extend(toks)
             with self._lock:
                 if len(self._leaving) > _CACHE_LIMIT:
                     self._leaving.clear()
@@ -233,18 +241,60 @@ class StackMasks:
         tb = self.index.token_bytes
         return hit[0] + tuple((t, dc) for t, dc in hit[1] if self.parser.run((stack,), tb[t][skip:]))
 
-    def _rest_ok(self, below: Stack, rest: bytes) -> bool:
-        """Whether `below` (the stack after a lexeme) accepts `rest`. A rest without ',', '}' or ']' never
-        brings the parse back to below's top frame other than for whitespace, nor under it, so its verdict depends
-        on that frame alone, and for an object after a name or a value not even on the names seen: those verdicts
-        are cached per (frame, rest), shared by every stack and every name of the object."""
+    def _groups(self, gkey: tuple, leaving) -> dict:
+        """`leaving` by accepting state: a -> (local: ((rest, toks), ...) for rests without ',', '}' or ']';
+        other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached."""
+        hit = self._grouped.get(gkey)
+        if hit is None:
+            by: dict[int, tuple[list, list]] = {}
+            for a, rest, toks in leaving:
+                local, other = by.setdefault(a, ([], []))
+                cut = min((k for k in (rest.find(b","), rest.find(b"}"), rest.find(b"]")) if k >= 0), default=-1)
+                if cut < 0:
+                    local.append((rest, toks))
+                else:
+                    other.append((rest, toks, cut))
+            hit = {a: (tuple(lo), tuple(ot)) for a, (lo, ot) in by.items()}
+            with self._lock:
+                if len(self._grouped) > _CACHE_LIMIT:
+                    self._grouped.clear()
+                self._grouped[gkey] = hit
+        return hit
+
+    def _local_top(self, below: Stack):
+        """What a rest without ',', '}' or ']' read from `below` depends on: below's top frame (an object after a
+        name or a value without its names seen), or None where it depends on more (a bounded whitespace run).
+        Such a rest never brings the parse back to that frame other than for whitespace, nor under it."""
         top = below[-1]
         k = type(top)
-        if self.parser.ws_run is not None or k is Ran or k is End or \
-                rest.find(b",") >= 0 or rest.find(b"}") >= 0 or rest.find(b"]") >= 0:
-            return bool(self.parser.run((below,), rest))
+        if self.parser.ws_run is not None or k is Ran:
+            return None
         if k is Obj and top.phase in (OBJ_NAMED, OBJ_VALUED):
-            top = Obj(top.node, top.phase, frozenset(), 0, top.value)
+            return Obj(top.node, top.phase, frozenset(), 0, top.value)
+        return top
+
+    def _local_tokens(self, gkey: tuple, a: int, below: Stack, local: tuple) -> tuple:
+        """The (token, dc) of `local` groups whose rest `below` accepts, cached per (gkey, a, _local_top)."""
+        top = self._local_top(below)
+        if top is None:
+            return tuple(x for rest, toks in local if self.parser.run((below,), rest) for x in toks)
+        key = (gkey, a, top)
+        hit = self._local_toks.get(key)
+        if hit is None:
+            start = ((END, top),)
+            first = self.parser.next_bytes(start[0])
+            hit = tuple(x for rest, toks in local if rest[0] in first and self.parser.run(start, rest) for x in toks)
+            with self._lock:
+                if len(self._local_toks) > _CACHE_LIMIT:
+                    self._local_toks.clear()
+                self._local_toks[key] = hit
+        return hit
+
+    def _local_ok(self, below: Stack, rest: bytes) -> bool:
+        """Whether `below` accepts `rest`, a text without ',', '}' or ']'; cached per (_local_top, rest)."""
+        top = self._local_top(below)
+        if top is None:
+            return bool(self.parser.run((below,), rest))
         key = (top, rest)
         hit = self._local.get(key)
         if hit is None:

@@ -169,11 +169,12 @@ def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary) ->
 def distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int64 [e] (src, dst) pairs with table[src, b] == dst for some byte b, each pair once, sorted by src."""
     n = table.shape[0]
-    if n <= 2048:     # a dense [n, n + 1] adjacency (column n: dead) dedupes without sorting
-        adj = np.zeros((n, n + 1), bool)
-        adj[np.arange(n).repeat(256), table.ravel()] = True     # -1 lands in column n
-        src, dst = np.nonzero(adj[:, :n])
-        return src.astype(np.int64), dst.astype(np.int64)
     src, byte = np.nonzero(table >= 0)
-    pair = np.unique(src.astype(np.int64) * n + table[src, byte])
-    return pair // n, pair % n
+    if src.size <= 4 * n or n > 2048:      # sparse rows (literals, names without other names): sort the few edges
+        pair = np.unique(src.astype(np.int64) * n + table[src, byte])
+        return pair // n, pair % n
+    # dense rows (strings): an [n, n + 1] adjacency (column n: dead) dedupes without sorting
+    adj = np.zeros((n, n + 1), bool)
+    adj[np.arange(n).repeat(256), table.ravel()] = True     # -1 lands in column n
+    src, dst = np.nonzero(adj[:, :n])
+    return src.astype(np.int64), dst.astype(np.int64)

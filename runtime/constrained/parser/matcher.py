@@ -48,16 +48,25 @@ class GrammarMatcher:
     def _masks(self):
         return [self.grammar.stack_mask(s) for s in self._stacks]
 
+    def _union(self) -> np.ndarray:
+        """int32 [words]: the OR of the stacks' masks. Read-only: with one stack it is the grammar's cached
+        mask itself."""
+        masks = self._masks()
+        if len(masks) == 1:
+            return masks[0]
+        words = masks[0] | masks[1]
+        for p in masks[2:]:
+            words |= p
+        return words
+
     def allowed_mask(self) -> np.ndarray:
         """numpy bool [vocab]: tokens allowed next (EOS included iff accepting)."""
         g = self.grammar
         if self._terminated:
             return np.zeros(g.vocab_size, bool)
-        masks = self._masks()
-        words = masks[0].copy()
-        for p in masks[1:]:
-            words |= p
-        out = np.unpackbits(words.view(np.uint8), bitorder="little")[:g.vocab_size].astype(bool)
+        words = self._union()
+        # a fresh uint8 0/1 array, viewed as bool without a copy
+        out = np.unpackbits(words.view(np.uint8), count=g.vocab_size, bitorder="little").view(bool)
         eos = g.index.eos_token_id
         if eos is not None and self.is_accepting():
             out[eos] = True
@@ -77,12 +86,10 @@ class GrammarMatcher:
         if self._terminated:
             words = np.zeros(g.words, np.int32)
         else:
-            masks = self._masks()
-            words = masks[0].copy()
-            for p in masks[1:]:
-                words |= p
+            words = self._union()
             eos = g.index.eos_token_id
             if eos is not None and self.is_accepting():
+                words = words.copy()
                 words[eos >> 5] |= np.int32(np.uint32(1 << (eos & 31)).view(np.int32))
         t = torch.from_numpy(words)
         if bitmask.device.type == "cpu":

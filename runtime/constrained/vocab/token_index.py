@@ -19,6 +19,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..automata.byte_dfa import ByteDFA
+from .suffix_table import LEAVES, SuffixTable
+from .trie_frontier import _spans
 from .vocab_trie import VocabTrie
 
 _CACHE_BYTES = 256 << 20    # classification cache budget
@@ -28,6 +30,7 @@ _HANDOFF = 256             # a frontier whose subtrees hold this few nodes is fi
 _DENSE_NODES = 20_000       # ... over the whole trie per depth (~10 ns a node) when the first bytes' subtrees
                             #   hold this many nodes, else over the frontier still inside the lexeme (~40 ns
                             #   a node it keeps alive)
+_SUFFIX_DEPTHS = 24        # a SuffixTable covers tokens read from their first 24 byte offsets
 _WS = b" \t\n\r"           # JSON whitespace
 
 
@@ -63,6 +66,7 @@ class TokenIndex(VocabTrie):
         self._ws_step: dict[int, tuple[dict[int, tuple[int, ...]], tuple[int, ...]]] = {}
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
+        self._suffix: dict[tuple, SuffixTable | None] = {}
         self._lock = threading.Lock()
 
     def ws_closure(self, node: int) -> tuple[int, ...]:
@@ -136,7 +140,7 @@ class TokenIndex(VocabTrie):
             redo[differ] = True
             keep = self.packed_inside(dfa.alias, dfa.alias_ref) & ~np.bitwise_or.reduce(
                 self.first_packed[differ], axis=0, initial=0)
-            hit = (self.classify(dfa.alias, dfa.alias_ref), redo, self._walk(dfa, state, 0, differ.tolist()),
+            hit = (self.classify(dfa.alias, dfa.alias_ref), redo, self._alias_walk(dfa, state, differ.tolist()),
                    keep)
             with self._lock:
                 if len(self._split) > _PACKED_LIMIT:
@@ -157,6 +161,100 @@ class TokenIndex(VocabTrie):
                     self._packed.clear()
                 self._packed[key] = hit
         return hit
+
+    def suffix_table(self, dfa: ByteDFA, state: int) -> SuffixTable | None:
+        """The SuffixTable of (dfa, state), built on first use (~0.1 s; ~10 MB); None if the DFA does not allow
+        one (an accepting state that reads on). Cached per (dfa.key, state): one per plain-string DFA."""
+        key = (dfa.key, state)
+        if key not in self._suffix:
+            try:
+                table = SuffixTable(dfa, state, self.token_bytes, self.by_pre, _SUFFIX_DEPTHS)
+            except ValueError:
+                table = None
+            with self._lock:
+                self._suffix[key] = table
+        return self._suffix[key]
+
+    def _alias_walk(self, dfa: ByteDFA, state: int, first: list[int]) -> TokenClasses:
+        """`_walk(dfa, state, 0, first)` for a state of a DFA built on `dfa.alias`: depth-first through the trie
+        nodes where `dfa` is in its own states; where a byte takes it into an alias state exactly as the alias's
+        `alias_ref` state would (a row copied from it), the child's whole subtree is read from the alias's
+        SuffixTable (two slices), and elsewhere (escapes) the depth-first walk goes on."""
+        alias, ref = dfa.alias, dfa.alias_ref
+        table = self.suffix_table(alias, ref)
+        if table is None or (dfa.table[dfa.accepting] >= 0).any():
+            return self._walk(dfa, state, 0, first)
+        rows, acc, bnd = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        ref_row, ref_bnd, n_alias = alias.table_list[ref], alias.boundary_list[ref], alias.num_states
+        children, ends, depth = self.children, self.ends, self.depth
+        by_pre, tok_lo, tok_hi = self.by_pre, self.tok_lo, self.tok_hi
+        ins: list[int] = []
+        incs: list[int] = []
+        outs: list[int] = []
+        span_lo: list[int] = []         # subtrees read from the table: preorder slice, offset, characters before
+        span_hi: list[int] = []
+        span_p: list[int] = []
+        span_c: list[int] = []
+        leave: list[np.ndarray] = []
+        rest: list[tuple] = []          # (trie node, state, characters, may end) for the depth-first walk
+        rest_nodes = 0
+        todo = [(0, state, 0, first)]
+        while todo:
+            n, s, c, only = todo.pop()
+            kids = children[n]
+            items = [(b, kids[b]) for b in only if b in kids] if only is not None else kids.items()
+            row = rows[s]
+            c_in = c + 1 if bnd[s] else c
+            p = depth[n]
+            for b, child in items:
+                ns = row[b]
+                if ns < 0:
+                    if acc[s] and n != 0:       # the lexeme ended at n: every token below child leaves
+                        leave.append(by_pre[tok_lo[child]:tok_hi[child]])
+                    continue
+                if ns < n_alias and ns == ref_row[b] and bnd[s] == ref_bnd and p < table.depths:
+                    span_lo.append(tok_lo[child])
+                    span_hi.append(tok_hi[child])
+                    span_p.append(p)
+                    span_c.append(c)
+                    continue
+                c2 = c_in if b != 0x22 else c
+                for t in ends[child]:
+                    ins.append(t)
+                    incs.append(c2)
+                    outs.append(ns)
+                if children[child]:
+                    if ns >= n_alias:
+                        todo.append((child, ns, c2, None))
+                    else:
+                        rest.append((child, ns, c2, acc[ns]))
+                        rest_nodes += self.subtree_size[child]
+                        if rest_nodes > _DFS_NODES:     # inside an escape: the general walk does better
+                            return self._walk(dfa, state, 0, first)
+        if rest:
+            i2, c2s, e2, l2 = self._dfs(dfa, rest, -1, None)
+            ins += i2
+            incs += c2s
+            outs += e2
+            if l2:
+                leave.append(np.array(l2, np.int32))
+        ids, inc, end = np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32)
+        if span_lo:
+            lo, hi = np.array(span_lo, np.int64), np.array(span_hi, np.int64)
+            cnt = hi - lo
+            pos = _spans(lo, hi)
+            at = np.repeat(np.array(span_p, np.int64), cnt)
+            t_end = table.end[at, pos]
+            keep = t_end >= 0
+            toks = by_pre[pos]
+            ids = np.concatenate([ids, toks[keep]])
+            inc = np.concatenate([inc, (table.inc[at, pos] + np.repeat(np.array(span_c, np.int32), cnt))[keep]])
+            end = np.concatenate([end, t_end[keep]])
+            gone = t_end == LEAVES
+            if gone.any():
+                leave.append(toks[gone])
+        leaving = np.concatenate(leave).tolist() if leave else []
+        return TokenClasses(ids, inc, end, self._leaving(dfa, state, 0, leaving))
 
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python

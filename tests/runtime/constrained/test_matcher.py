@@ -209,3 +209,27 @@ def test_classify_walks_agree(compiler):
                  idx._walk_dfs(dfa, s, node, None))
             checked += 1
     assert checked >= 40
+
+
+def test_name_walk_through_the_suffix_table_agrees(compiler):
+    """TokenIndex._alias_walk (a name DFA's own trie nodes stepped, the plain string's subtrees read from its
+    SuffixTable) classifies the first bytes where a state differs from the plain string exactly as the general
+    walk does: every state of name DFAs with shared prefixes, non-ASCII names, escapes, canonical or not."""
+    from sglite.runtime.constrained.automata.key_dfa import words_dfa
+    idx = compiler.index
+
+    def key(tc):
+        return (sorted(zip(tc.inside.tolist(), tc.end.tolist(), tc.inc.tolist())),
+                sorted((a, rest, tuple(sorted(toks))) for a, rest, toks in tc.leaving))
+
+    checked = 0
+    for names in (["name", "nick", "nickname", "a"], ["caf\u00e9", "\u65e5\u672c", "a\"b", "x\\y"], ["id"]):
+        for canonical in (False, True):
+            dfa = words_dfa({n: n for n in names}, ("other",), canonical=canonical)
+            assert dfa.alias is not None
+            for s in range(dfa.alias.num_states, dfa.num_states):
+                differ = np.nonzero(dfa.table[s] != dfa.table[dfa.alias_ref])[0].tolist()
+                if differ:
+                    assert key(idx._alias_walk(dfa, s, differ)) == key(idx._walk(dfa, s, 0, differ)), (names, s)
+                    checked += 1
+    assert checked >= 100

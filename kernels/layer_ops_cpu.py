@@ -119,6 +119,13 @@ if numba is not None:
                 out[t, i] = _round_bf16(gb[i])
 
 
+# The kernels over numpy arrays, unchecked (bf16 as bits(); float32 as t.numpy()), for a caller that makes the
+# views once per pass: each torch -> numpy view costs about as much as the kernel's arithmetic on one row.
+add_rms_norm_kernel = _add_rms_norm if numba is not None else None     # (h, add, w, eps, out, with_add)
+rope_store_kernel = _rope_store if numba is not None else None         # (qkv, cos, sin, Hq, Hk, D, q_out, k, v, slots)
+silu_mul_kernel = _silu_mul if numba is not None else None             # (gate_up, out)
+
+
 # --- entry points over torch tensors (checked once by the caller: CPU, contiguous, the dtypes below) ---------
 def add_rms_norm(h: torch.Tensor, add: torch.Tensor | None, w: torch.Tensor, eps: float,
                  out: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,7 @@ import math
 import os
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -118,6 +119,9 @@ class LlamaModel:
                           and not c.qk_norm and not c.sandwich_norms and c.hidden_act == "silu"
                           and cos.shape[-1] == c.head_dim and c.final_logit_softcapping is None
                           and os.environ.get("SGLITE_FUSED_CPU", "1") != "0")
+        if self.fused_cpu:   # numpy views of the norm weights, sharing the tensors' memory
+            self._norms_np = [(L.attn_norm.numpy(), L.ffn_norm.numpy()) for L in self.layers]
+            self._no_add = np.empty((0, 0), np.int16)
         self.act = {"silu": F.silu, "gelu": F.gelu,
                     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[c.hidden_act]
 
@@ -196,15 +200,25 @@ class LlamaModel:
         x = torch.empty((T, c.hidden_size), dtype=act)                 # the normed input of each projection
         q = torch.empty((T, c.num_heads, c.head_dim))                  # rotated queries (bf16 values, float32)
         y = torch.empty((T, c.intermediate_size), dtype=act)           # silu(gate) * up
+        # numpy views made once per pass (a view costs about what a kernel's arithmetic on one row does)
+        h_np, x_np, q_np, y_np = h.numpy(), ops.bits(x), q.numpy(), ops.bits(y)
+        cos_np, sin_np, slots = cos.numpy(), sin.numpy(), fb.out_cache_loc.numpy()
+        eps32 = np.float32(eps)
         m = None                                                       # the previous layer's MLP output
         for i, L in enumerate(self.layers):
-            ops.add_rms_norm(h, m, L.attn_norm, eps, x)                # h += m; x = norm(h)
+            attn_norm, ffn_norm = self._norms_np[i]
+            if m is None:
+                ops.add_rms_norm_kernel(h_np, self._no_add, attn_norm, eps32, x_np, False)
+            else:                                                      # h += m; x = norm(h)
+                ops.add_rms_norm_kernel(h_np, ops.bits(m), attn_norm, eps32, x_np, True)
             k_bits, v_bits = attn.pool_bits(i)
-            ops.rope_store(L.qkv(x, split), cos, sin, c.num_heads, c.num_kv_heads, q, k_bits, v_bits,
-                           fb.out_cache_loc)
+            ops.rope_store_kernel(ops.bits(L.qkv(x, split)), cos_np, sin_np, c.num_heads, c.num_kv_heads,
+                                  c.head_dim, q_np, k_bits, v_bits, slots)
             o = attn.attend(q, i, fb, self.scale)                      # [T, Hq, D] float32
-            ops.add_rms_norm(h, L.o(o.to(act).reshape(T, c.q_size), split), L.ffn_norm, eps, x)
-            m = L.down(ops.silu_mul(L.gate_up(x, split), y), split)
+            a = L.o(o.to(act).reshape(T, c.q_size), split)
+            ops.add_rms_norm_kernel(h_np, ops.bits(a), ffn_norm, eps32, x_np, True)
+            ops.silu_mul_kernel(ops.bits(L.gate_up(x, split)), y_np)
+            m = L.down(y, split)
         h += m
         h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
         return self.head(h.to(self.head.dtype), fb.decode_logits_from).float()

@@ -28,17 +28,27 @@ def main() -> None:
     engine = Engine(weights=args.weights, num_threads=args.threads)
     net = engine.model.net
     rng = random.Random(0)
-    timers = {"matmuls": [0.0, 0], "attention": [0.0, 0], "forward": [0.0, 0]}
+    passes: list[dict[str, list]] = []     # per forward pass: key -> [seconds, calls]
 
-    def timed(fn, key):
-        def wrapper(*a, **kw):
+    class Timed:
+        """Calls `fn` under the timer `key` of the current pass (a "forward" call opens a new pass); other
+        attributes are fn's (a Linear's dtype, sizes)."""
+        def __init__(self, fn, key):
+            self.fn, self.key = fn, key
+
+        def __call__(self, *a, **kw):
+            if self.key == "forward":
+                passes.append({k: [0.0, 0] for k in ("matmuls", "attention", "forward")})
             t = time.perf_counter()
             try:
-                return fn(*a, **kw)
+                return self.fn(*a, **kw)
             finally:
-                timers[key][0] += time.perf_counter() - t
-                timers[key][1] += 1
-        return wrapper
+                if passes:
+                    passes[-1][self.key][0] += time.perf_counter() - t
+                    passes[-1][self.key][1] += 1
+
+        def __getattr__(self, name):
+            return getattr(self.fn, name)
 
     def generate() -> dict:
         engine.flush_cache()
@@ -52,24 +62,22 @@ def main() -> None:
 
     for L in net.layers:
         for name in ("qkv", "o", "gate_up", "down"):
-            setattr(L, name, timed(getattr(L, name), "matmuls"))
-    net.head = timed(net.head, "matmuls")
+            setattr(L, name, Timed(getattr(L, name), "matmuls"))
+    net.head = Timed(net.head, "matmuls")
     attn = engine.core.runner.attn
-    attn.attend = timed(attn.attend, "attention")
-    attn.forward = timed(attn.forward, "attention")
-    net.forward = timed(net.forward, "forward")
-    for t in timers.values():
-        t[:] = [0.0, 0]
+    attn.attend = Timed(attn.attend, "attention")
+    attn.forward = Timed(attn.forward, "attention")
+    net.forward = Timed(net.forward, "forward")
     m = generate()
     steps = m["completion_tokens"] - 1
     decode_s = m["e2e_latency"] - m["ttft"]
-    # the prefill pass is in the timers too: take it out by its share (one pass of 8 tokens, measured alone)
-    per = {k: (v[0] / (steps + 1) * 1e3, v[1] // (steps + 1)) for k, v in timers.items()}
+    decode = passes[1:]                      # the first pass is the prefill
+    per = {k: (sum(p[k][0] for p in decode) / len(decode) * 1e3, decode[0][k][1]) for k in decode[0]}
     fwd = per["forward"][0]
     rows = [("matmuls (QKV, O, gate/up, down, head)", per["matmuls"][0], per["matmuls"][1]),
             ("attention", per["attention"][0], per["attention"][1]),
             ("rest of the forward pass", fwd - per["matmuls"][0] - per["attention"][0], None),
-            ("engine around the pass", decode_s / steps * 1e3 - fwd, None)]
+            ("engine around the pass (schedule, sample, output)", decode_s / steps * 1e3 - fwd, None)]
     print(f"weights {net.plan}, {args.threads} threads, fused CPU layer ops: {net.fused_cpu}")
     print(f"decode step (untimed run, best of {args.reps}): {step_ms:.2f} ms = {1e3 / step_ms:.1f} tok/s; "
           f"timed run: {decode_s / steps * 1e3:.2f} ms")

@@ -14,7 +14,7 @@ import numpy as np
 from ..automata.byte_dfa import ByteDFA
 from ..ir.nodes import Node
 from ..vocab.token_index import TokenIndex
-from .frames import END, LEXEMES, OBJ_NAMED, OBJ_VALUED, STRUCTURAL, End, Key, Lex, Obj, Ran, Stack
+from .frames import END, LEXEMES, OBJ_NAMED, OBJ_VALUED, STRUCTURAL, End, Key, Lex, Obj, Ran, Stack, Value
 from .parser import Parser
 
 _CACHE_LIMIT = 8_192
@@ -261,28 +261,35 @@ class StackMasks:
                 self._grouped[gkey] = hit
         return hit
 
-    def _local_top(self, below: Stack):
-        """What a rest without ',', '}' or ']' read from `below` depends on: below's top frame (an object after a
-        name or a value without its names seen), or None where it depends on more (a bounded whitespace run).
-        Such a rest never brings the parse back to that frame other than for whitespace, nor under it."""
+    def _local_top(self, below: Stack) -> Stack | None:
+        """A short stack that accepts exactly the texts without ',', '}' or ']' that `below` (a stack after a
+        lexeme) accepts, or None where that is not known (bounded whitespace runs). Such a text never makes the
+        top frame give way, except a Value frame, which its value replaces: then the frame under it reads what
+        follows the value (whitespace only, without those bytes). Objects after a name or a value lose their
+        names seen, which only ',' and '}' and names read."""
         top = below[-1]
         k = type(top)
         if self.parser.ws_run is not None or k is Ran:
             return None
-        if k is Obj and top.phase in (OBJ_NAMED, OBJ_VALUED):
-            return Obj(top.node, top.phase, frozenset(), 0, top.value)
-        return top
+        if k is Value:
+            under = below[-2]
+            if type(under) is End:
+                return (END, top)
+            if type(under) is not Obj or under.phase != OBJ_VALUED:
+                return None
+            return (END, _nameless(under), top)
+        return (END, _nameless(top) if k is Obj else top)
 
     def _local_tokens(self, gkey: tuple, a: int, below: Stack, local: tuple) -> tuple:
         """The (token, dc) of `local` groups whose rest `below` accepts, cached per (gkey, a, _local_top)."""
-        top = self._local_top(below)
-        if top is None:
+        short = self._local_top(below)
+        if short is None:
             return tuple(x for rest, toks in local if self.parser.run((below,), rest) for x in toks)
-        key = (gkey, a, top)
+        key = (gkey, a, short)
         hit = self._local_toks.get(key)
         if hit is None:
-            start = ((END, top),)
-            first = self.parser.next_bytes(start[0])
+            start = (short,)
+            first = self.parser.next_bytes(short)
             hit = tuple(x for rest, toks in local if rest[0] in first and self.parser.run(start, rest) for x in toks)
             with self._lock:
                 if len(self._local_toks) > _CACHE_LIMIT:
@@ -292,13 +299,13 @@ class StackMasks:
 
     def _local_ok(self, below: Stack, rest: bytes) -> bool:
         """Whether `below` accepts `rest`, a text without ',', '}' or ']'; cached per (_local_top, rest)."""
-        top = self._local_top(below)
-        if top is None:
+        short = self._local_top(below)
+        if short is None:
             return bool(self.parser.run((below,), rest))
-        key = (top, rest)
+        key = (short, rest)
         hit = self._local.get(key)
         if hit is None:
-            hit = bool(self.parser.run(((END, top),), rest))
+            hit = bool(self.parser.run((short,), rest))
             with self._lock:
                 if len(self._local) > _CACHE_LIMIT:
                     self._local.clear()
@@ -357,6 +364,13 @@ class StackMasks:
                 if children[child]:
                     todo.append((child, nxt))
         mask[allowed] = True
+
+
+def _nameless(obj: Obj) -> Obj:
+    """An object frame after a name or a value without its names seen and count (other phases: as it is)."""
+    if obj.phase == OBJ_NAMED or obj.phase == OBJ_VALUED:
+        return Obj(obj.node, obj.phase, frozenset(), 0, obj.value)
+    return obj
 
 
 def pack_mask(mask: np.ndarray, words: int) -> np.ndarray:

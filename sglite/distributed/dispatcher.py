@@ -57,12 +57,17 @@ class Dispatcher:
         return max(1, min(64, math.ceil(n_items / per)))
 
     def run(self, method: str, items: list[tuple[Any, Any]], args: tuple = (),
-            is_failure: Callable[[Any], str | None] | None = None) -> Iterator[tuple[Any, Any]]:
+            is_failure: Callable[[Any], str | None] | None = None,
+            order_key: Callable[[Any], str] | None = None) -> Iterator[tuple[Any, Any]]:
         """Yield (key, outcome) once per item, in completion order: the replica's outcome of
         `Replica.<method>(shard, *args)`, or Failed. `is_failure(outcome)` names outcomes that count as a
-        failed attempt (retried like a lost replica's items), else None."""
+        failed attempt (retried like a lost replica's items), else None. `order_key(payload)`: shards are cut
+        from the items sorted by it (stable), so payloads whose text starts alike (the same document twice,
+        one template filled alike) land in one shard and share that replica's radix cache; None: input order."""
         import ray
 
+        if order_key is not None:
+            items = sorted(items, key=lambda item: order_key(item[1]))
         job = _Job(self, method, args, items)
         while job.queue or job.running:
             job.fill()

@@ -2,6 +2,7 @@
 sglite.extract.job.run_documents yields (result lines and Unfinished), `run_programs` what run_batch returns."""
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator
 
 from .dispatcher import Dispatcher, Failed
@@ -16,7 +17,8 @@ def extract_documents(dispatcher: Dispatcher, spec: Any, docs: list[Any], prefix
     from ..extract.job import Unfinished
 
     by_key = {id_key(doc.id): doc for doc in docs}
-    for key, outcome in dispatcher.run("extract", list(by_key.items()), (spec, prefix), is_failure=_unfinished):
+    for key, outcome in dispatcher.run("extract", list(by_key.items()), (spec, prefix), is_failure=_unfinished,
+                                       order_key=lambda doc: doc.text):
         if not isinstance(outcome, Failed):
             yield outcome
         elif outcome.final:
@@ -35,7 +37,13 @@ def run_programs(dispatcher: Dispatcher, function: Any, calls: list[dict[str, An
                  prefix: str = "") -> Iterator[tuple[int, ProgramResult]]:
     """(index into calls, result) per program, in completion order; a program lost twice has a ReplicaLost
     error."""
-    for index, outcome in dispatcher.run("run_programs", list(enumerate(calls)), (function, sampling, prefix)):
+    for index, outcome in dispatcher.run("run_programs", list(enumerate(calls)), (function, sampling, prefix),
+                                         order_key=_call_text):
         if isinstance(outcome, Failed):
             outcome = ProgramResult.failed(ReplicaLost(outcome.why))
         yield index, outcome
+
+
+def _call_text(call: dict[str, Any]) -> str:
+    """A program call's arguments as text in a fixed order: calls that fill the program alike sort together."""
+    return json.dumps(call, sort_keys=True, default=str)

@@ -62,3 +62,23 @@ def test_an_item_whose_method_raises_is_retried_then_given_up_and_the_replica_li
     assert outcomes[0] == "X" and outcomes[2] == "Y"
     assert isinstance(outcomes[1], Failed) and outcomes[1].final and "ValueError" in outcomes[1].why
     assert pool.slots[0].generation == 0
+
+
+class ShardRecorder(FlakyReplica):
+    def work(self, shard):
+        for key, payload in shard:
+            yield key, [k for k, _ in shard], {"requests": 1}
+
+
+def test_order_key_cuts_shards_from_sorted_payloads(ray_cluster):
+    """Payloads that sort together (the same document twice) go out in one shard; each key comes back once."""
+    items = [(0, "beta"), (1, "alpha"), (2, "beta"), (3, "alpha"), (4, "gamma"), (5, "gamma")]
+    pool = ReplicaPool(ReplicaSpec(num_cpus=1), replicas=1, max_restarts=0, actor_class=ShardRecorder).start()
+    try:
+        got = dict(Dispatcher(pool, shard_size=2).run("work", items, order_key=str))
+        unsorted = dict(Dispatcher(pool, shard_size=2).run("work", items))
+    finally:
+        pool.shutdown()
+    assert sorted(got) == list(range(6))
+    assert {tuple(v) for v in got.values()} == {(1, 3), (0, 2), (4, 5)}
+    assert {tuple(v) for v in unsorted.values()} == {(0, 1), (2, 3), (4, 5)}

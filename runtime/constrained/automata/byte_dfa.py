@@ -169,8 +169,9 @@ def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary) ->
 def distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int64 [e] (src, dst) pairs with table[src, b] == dst for some byte b, each pair once, sorted by src."""
     n = table.shape[0]
-    src, byte = np.nonzero(table >= 0)
-    if src.size <= 4 * n or n > 2048:      # sparse rows (literals, names without other names): sort the few edges
+    live = table >= 0
+    if n > 2048 or np.count_nonzero(live) <= 4 * n:   # sparse rows (literals, closed name sets): sort the few
+        src, byte = np.nonzero(live)
         pair = np.unique(src.astype(np.int64) * n + table[src, byte])
         return pair // n, pair % n
     # dense rows (strings): an [n, n + 1] adjacency (column n: dead) dedupes without sorting

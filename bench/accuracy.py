@@ -2,6 +2,7 @@
 
     from accuracy import load_gold, score, score_job, print_accuracy_table   # bench/ on sys.path
     python bench/accuracy.py DUMP.jsonl    # rescore a `bench/vs_llamacpp.py --dump` file with the rules below
+    python bench/accuracy.py A.jsonl B.jsonl --ref "sglite standard, DRY default"   # + paired comparison
 
 Gold values live in `examples/data/reports_gold.jsonl`, one object per report id with the seven fields that have
 one objective answer (`GOLD_FIELDS`); `guidance` and `risks` are free text and are not scored. A gold value of
@@ -36,7 +37,10 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
-GOLD_PATH = Path(__file__).resolve().parent.parent / "examples" / "data" / "reports_gold.jsonl"
+DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
+GOLD_PATH = DATA / "reports_gold.jsonl"
+GOLD_FILES = {"bundled": "reports_gold.jsonl",                     # report set -> its gold file in DATA
+              "synthetic": "synthetic_reports_gold.jsonl"}        # (bench/synthetic_reports.py writes it)
 NUMBER_FIELDS = ("revenue", "net_income", "eps", "revenue_growth_pct")
 GOLD_FIELDS = ("company", "period", "currency") + NUMBER_FIELDS
 REL_TOL, ABS_TOL = 0.005, 0.005
@@ -152,6 +156,26 @@ def score_job(records: dict[str, dict | None], gold: dict[str, dict]) -> dict[st
     return {name: (c, n) for name, (c, n) in counts.items()}
 
 
+def paired(ref: dict[str, dict | None], other: dict[str, dict | None], gold: dict[str, dict]) -> tuple[int, int]:
+    """(gold fields only `ref` got right, gold fields only `other` got right), over the ids `ref` holds; a
+    missing id in `other` scores as no output. Fields both got right or both wrong say nothing of the difference."""
+    only_ref = only_other = 0
+    for doc_id in ref:
+        a, b = score(ref[doc_id], gold[doc_id]), score(other.get(doc_id), gold[doc_id])
+        only_ref += sum(a[k] and not b[k] for k in a)
+        only_other += sum(b[k] and not a[k] for k in a)
+    return only_ref, only_other
+
+
+def sign_test_p(a: int, b: int) -> float:
+    """Two-sided exact sign-test p-value of a split a:b of discordant fields (binomial, p = 1/2)."""
+    n = a + b
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(a, b) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
+
+
 def print_accuracy_table(systems: dict[str, dict[str, tuple[int, int]]]) -> None:
     """One row per field, one column per system ({system name: score_job result}), as a markdown table."""
     names = list(systems)
@@ -167,19 +191,43 @@ def print_accuracy_table(systems: dict[str, dict[str, tuple[int, int]]]) -> None
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Rescore the records of a `vs_llamacpp.py --dump` file (lines of {"system", "id", "record"})."""
+    """Rescore dump files (lines of {"system", "id", "record"} and optionally "set", as vs_llamacpp.py --dump and
+    extraction_accuracy.py --dump write them); with --ref, each system's paired comparison against that one."""
     import argparse
 
-    ap = argparse.ArgumentParser(description="rescore a bench/vs_llamacpp.py --dump file against the gold values")
-    ap.add_argument("dump", type=Path)
+    ap = argparse.ArgumentParser(description="rescore bench dump files against the gold values")
+    ap.add_argument("dumps", type=Path, nargs="+")
+    ap.add_argument("--ref", default=None, help="system name to compare every other system with, field by field")
     args = ap.parse_args(argv)
-    by_system: dict[str, dict[str, dict | None]] = {}
-    with open(args.dump, encoding="utf-8") as f:
-        for line in f:
-            row = json.loads(line)
-            by_system.setdefault(row["system"], {})[row["id"]] = row["record"]
-    gold = load_gold()
-    print_accuracy_table({name: score_job(records, gold) for name, records in by_system.items()})
+    by_set: dict[str, dict[str, dict[str, dict | None]]] = {}     # set -> system -> id -> record
+    for dump in args.dumps:
+        with open(dump, encoding="utf-8") as f:
+            for line in f:
+                row = json.loads(line)
+                by_set.setdefault(row.get("set", "bundled"), {}).setdefault(row["system"], {})[row["id"]] = \
+                    row["record"]
+    golds = {name: load_gold(DATA / GOLD_FILES[name]) for name in by_set}
+    for name, systems in by_set.items():
+        print(f"\n### {name} ({GOLD_FILES[name]})\n")
+        print_accuracy_table({system: score_job(records, golds[name]) for system, records in systems.items()})
+    if args.ref:
+        print(f"\npaired against {args.ref}: gold fields only it got right : only the other got right "
+              f"(sign-test p)\n")
+        names = list(by_set)
+        print("| system | " + " | ".join(names) + " | all sets |")
+        print("|---|" + "---:|" * (len(names) + 1))
+        others = [s for s in dict.fromkeys(s for systems in by_set.values() for s in systems) if s != args.ref]
+        for system in others:
+            cells, tot = [], [0, 0]
+            for name in names:
+                if args.ref not in by_set[name] or system not in by_set[name]:
+                    cells.append("–")
+                    continue
+                a, b = paired(by_set[name][args.ref], by_set[name][system], golds[name])
+                tot = [tot[0] + a, tot[1] + b]
+                cells.append(f"{a} : {b} (p {sign_test_p(a, b):.2f})")
+            cells.append(f"{tot[0]} : {tot[1]} (p {sign_test_p(*tot):.2f})")
+            print(f"| {system} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ reports_gold.jsonl); "synthetic", 80 generated ones whose gold values are known 
 
 `--dry` runs each sglite mode under several defaults for JSON-schema DRY (the job's gen sets none, so the engine's
 default applies): "default" is the engine as shipped; "M" sets the default multiplier to M (0: off); "M+nc" also
-makes the default sequence breakers "\n" and ":" only (llama.cpp's '"' and '*' dropped); "M+ll" llama.cpp's four.
+makes the default sequence breakers "\n" and ":" only (llama.cpp's '"' and '*' dropped), "M+ll" llama.cpp's four;
+"+aN" sets the allowed length to N ("0.8+nc+a3").
 The configurations run one after another on one Engine, every set in each, and the first is the reference of a
 paired comparison: per gold field, how many only the reference got right and how many only the other did, with
 the two-sided sign-test p-value of that split (fields both got right or both wrong say nothing about the
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -36,69 +36,66 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from accuracy import load_gold, print_accuracy_table, score, score_job  # noqa: E402
+from accuracy import GOLD_FILES, load_gold, paired, print_accuracy_table, score_job, sign_test_p  # noqa: E402
 from vs_llamacpp import (DEFAULT_BIN_DIR, LlamaServer, SgliteSide, chat_messages, find_binaries,  # noqa: E402
                          load_example)
 
 MODES = ("compact", "standard", "flexible", "any")
-SETS = {"bundled": ("reports.jsonl", "reports_gold.jsonl"),
-        "synthetic": ("synthetic_reports.jsonl", "synthetic_reports_gold.jsonl")}
+SETS = {"bundled": ("reports.jsonl", GOLD_FILES["bundled"]),
+        "synthetic": ("synthetic_reports.jsonl", GOLD_FILES["synthetic"])}
 BREAKER_SETS = {"nc": ("\n", ":"), "ll": ("\n", ":", '"', "*")}
 
 
 class DryDefault:
-    """One `--dry` configuration, applied to a live Engine by patching the engine's defaults for JSON-schema
-    requests (the multiplier in sampling_params, the breakers a request left at the protocol default)."""
+    """One `--dry` configuration, applied to a live Engine: the multiplier by patching the engine's default for
+    JSON-schema requests (sampling_params), breakers and allowed length by handing the sampler's DRY step a copy of
+    each request's params where the request left DRY to that default."""
 
     def __init__(self, spec: str):
         self.name = spec
         self.multiplier: float | None = None
-        self.breakers: tuple[str, ...] | None = None
+        self.changes: dict[str, Any] = {}
         if spec != "default":
-            mult, _, breakers = spec.partition("+")
+            mult, *extras = spec.split("+")
             self.multiplier = float(mult)
-            if breakers:
-                if breakers not in BREAKER_SETS:
-                    raise ValueError(f"--dry {spec!r}: breaker set {breakers!r} is not one of {list(BREAKER_SETS)}")
-                self.breakers = BREAKER_SETS[breakers]
+            for extra in extras:
+                if extra in BREAKER_SETS:
+                    self.changes["dry_sequence_breakers"] = BREAKER_SETS[extra]
+                elif extra[:1] == "a" and extra[1:].isdigit():
+                    self.changes["dry_allowed_length"] = int(extra[1:])
+                else:
+                    raise ValueError(f"--dry {spec!r}: {extra!r} is neither a breaker set {list(BREAKER_SETS)} "
+                                     f"nor aN (allowed length N)")
 
     def apply(self, engine):
         """Patches `engine` (and the module default); returns a function that undoes it."""
-        from sglite.protocol import SamplingParams
+        import dataclasses
+
         from sglite.runtime.engine import sampling_params
 
         old_mult = sampling_params.CONSTRAINED_DRY_MULTIPLIER
         sampler = engine.core.processor.sampler
         if self.multiplier is not None:
             sampling_params.CONSTRAINED_DRY_MULTIPLIER = self.multiplier
-        if self.breakers is not None:
-            protocol_default, wanted, cls = SamplingParams().dry_sequence_breakers, self.breakers, type(sampler)
-            sampler._breaker_mask = lambda b: cls._breaker_mask(sampler, wanted if b == protocol_default else b)
+        if self.changes:
+            plain, changes = type(sampler)._apply_dry, self.changes
+
+            def apply_dry(logits, reqs):
+                swapped = [(r, r.params) for r in reqs
+                           if r.params.dry_multiplier is None and r.params.json_schema is not None]
+                for r, p in swapped:
+                    r.params = dataclasses.replace(p, **changes)
+                try:
+                    plain(sampler, logits, reqs)
+                finally:
+                    for r, p in swapped:
+                        r.params = p
+            sampler._apply_dry = apply_dry
 
         def undo() -> None:
             sampling_params.CONSTRAINED_DRY_MULTIPLIER = old_mult
-            sampler.__dict__.pop("_breaker_mask", None)
+            sampler.__dict__.pop("_apply_dry", None)
         return undo
-
-
-def sign_test_p(a: int, b: int) -> float:
-    """Two-sided exact binomial p-value of a split a:b under p = 1/2."""
-    n = a + b
-    if n == 0:
-        return 1.0
-    k = min(a, b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
-
-
-def paired(ref: dict[str, dict | None], other: dict[str, dict | None], gold: dict[str, dict]) -> tuple[int, int]:
-    """(gold fields only `ref` got right, fields only `other` got right), over the ids both hold."""
-    only_ref = only_other = 0
-    for doc_id in ref:
-        a, b = score(ref[doc_id], gold[doc_id]), score(other.get(doc_id), gold[doc_id])
-        only_ref += sum(a[k] and not b[k] for k in a)
-        only_other += sum(b[k] and not a[k] for k in a)
-    return only_ref, only_other
 
 
 def few_shot_leaks(example, docs: list[dict], records: dict[str, dict | None]) -> int:
@@ -116,6 +113,14 @@ def few_shot_leaks(example, docs: list[dict], records: dict[str, dict | None]) -
         if any(isinstance(g, str) and g not in text[doc_id] for g in got):
             leaks += 1
     return leaks
+
+
+def write_dump(path: Path, set_name: str, system: str, records: dict[str, dict | None]) -> None:
+    """Appends one JSONL line per record: {"set", "system", "id", "record"} (bench/accuracy.py rescores them)."""
+    with open(path, "a", encoding="utf-8") as f:
+        for doc_id, record in records.items():
+            f.write(json.dumps({"set": set_name, "system": system, "id": doc_id, "record": record},
+                               ensure_ascii=False) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,11 +161,15 @@ def main(argv: list[str] | None = None) -> int:
           f"threads {args.threads}; load average {os.getloadavg()[0]:.2f}", flush=True)
 
     jobs: dict[str, dict[str, Any]] = {name: {} for name in sets}    # set -> system -> JobResult
+    if args.dump:
+        args.dump.write_text("")
     if exes:
         print("llama.cpp: llama-server ...", file=sys.stderr, flush=True)
         with LlamaServer(exes["llama-server"], gguf, args.threads, args.ctx_per_slot) as server:
             for name in sets:
                 jobs[name]["llama.cpp"] = server.main_job(example, docs[name])
+                if args.dump:
+                    write_dump(args.dump, name, "llama.cpp", jobs[name]["llama.cpp"].records)
     for mode in modes:
         side = SgliteSide(gguf, {"num_threads": args.threads, "json_whitespace": mode})
         try:
@@ -170,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     for name in sets:
                         print(f"{system} on {name} ...", file=sys.stderr, flush=True)
-                        jobs[name][system] = side.main_job(example, docs[name])
+                        jobs[name][system] = job = side.main_job(example, docs[name])
+                        if args.dump:    # as each job ends, so a run cut short keeps what it finished
+                            write_dump(args.dump, name, system, job.records)
                 finally:
                     undo()
         finally:
@@ -205,13 +216,6 @@ def main(argv: list[str] | None = None) -> int:
                 cells.append(f"{a} : {b} (p {sign_test_p(a, b):.2f})")
             cells.append(f"{tot[0]} : {tot[1]} (p {sign_test_p(*tot):.2f})")
             print(f"| {system} | " + " | ".join(cells) + " |")
-    if args.dump:
-        with open(args.dump, "w", encoding="utf-8") as f:
-            for name in sets:
-                for system, job in jobs[name].items():
-                    for doc_id, record in job.records.items():
-                        f.write(json.dumps({"set": name, "system": system, "id": doc_id, "record": record},
-                                           ensure_ascii=False) + "\n")
     return 0
 
 

@@ -17,7 +17,7 @@ Schema"; greedy, at most 384 new tokens. sglite runs the Engine as the lead's de
 - all: the three together;
 - shipped: the engine exactly as shipped (its own compile options, no DRY field in the request: its JSON default).
 `--dry M` adds "all" at DRY M; "M+nc" also sets the sequence breakers to "\n" and ":" only (llama.cpp's '"' and
-'*' dropped), "M+ll" to llama.cpp's four.
+'*' dropped), "M+ll" to llama.cpp's four; "+aN" sets dry_allowed_length N ("0.8+nc+a3").
 llama.cpp: llama-server (bench/vs_llamacpp.py starts it) with `response_format: json_schema`, temperature 0,
 max_tokens 384. Each row: finished and valid (finish_reason stop and the text validates), finished but invalid,
 stopped by `length`, mean completion tokens, and (sglite) the values closed at a cap."""
@@ -111,10 +111,13 @@ def sglite_rows(args, schemas: list[dict]) -> list[Row]:
         else:
             dry = args.dry_default if name in ("+DRY", "all") else 0.0
             if name.startswith("all, DRY"):
-                mult, _, breakers = name.split()[-1].partition("+")
+                mult, *extras = name.split()[-1].split("+")
                 dry = float(mult)
-                if breakers:
-                    params["dry_sequence_breakers"] = list(BREAKER_SETS[breakers])
+                for extra in extras:
+                    if extra in BREAKER_SETS:
+                        params["dry_sequence_breakers"] = list(BREAKER_SETS[extra])
+                    else:
+                        params["dry_allowed_length"] = int(extra[1:])
             params["dry_multiplier"] = dry
             unique = name in ("+dup-keys", "all") or name.startswith("all")
             caps = GenerationCaps() if name in ("+caps", "all") or name.startswith("all") else None
@@ -196,13 +199,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown configs {unknown}; choose from {CONFIGS}")
     args.dry = [d for d in args.dry.split(",") if d]
     for d in args.dry:
-        mult, _, breakers = d.partition("+")
+        mult, *extras = d.split("+")
         try:
             float(mult)
         except ValueError:
             ap.error(f"--dry {d!r}: not a number")
-        if breakers and breakers not in BREAKER_SETS:
-            ap.error(f"--dry {d!r}: breaker set {breakers!r} is not one of {list(BREAKER_SETS)}")
+        for extra in extras:
+            if extra not in BREAKER_SETS and not (extra[:1] == "a" and extra[1:].isdigit()):
+                ap.error(f"--dry {d!r}: {extra!r} is neither a breaker set {list(BREAKER_SETS)} nor aN")
     if not DATA.is_dir():
         ap.error(f"MaskBench data not found at {DATA}")
 

@@ -137,6 +137,19 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
     return out, lse_max, lse_sum
 
 
+def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
+                          req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float,
+                          out: tuple[np.ndarray, np.ndarray, np.ndarray], parallel: bool) -> np.ndarray:
+    """decode_attention_arrays over all columns into caller-owned arrays `out` = (out [B, Hq, D] float32, score
+    max [B, Hq], sum of exp [B, Hq]), for a caller that makes them once per pass and calls once per layer (the
+    allocations cost about what the kernel's arithmetic does on a short context). Returns out[0]."""
+    bf16 = k_bits.dtype == np.int16
+    kernel = _decode_parallel if parallel else _decode_serial
+    kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(0), np.float32(scale),
+           out[0], out[1], out[2], np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
+    return out[0]
+
+
 def shared_prefix_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             prefix_slots: torch.Tensor, scale: float) -> tuple[torch.Tensor, ...]:
     """Cascade part one: every request's query over the same `prefix_slots` [P] (a cached prefix they all

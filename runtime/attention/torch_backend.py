@@ -16,6 +16,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sglite.kernels import decode_attention_cpu
+
 from ..forward_batch import ForwardBatch
 from .base import AttentionBackend
 
@@ -40,6 +42,8 @@ class TorchAttentionMetadata:
     prefix_slots: torch.Tensor | None = None      # [P] int64: the first P slots, the same for every decode request
                                                   # (a shared cached prefix), attended by one cascade GEMM
     decode_parallel: bool | None = None           # the paged kernel's entry point, chosen by distinct requests
+    decode_out: tuple | None = None               # the kernel's output arrays, made by the first layer and reused
+                                                  # by the next ones (each layer's output is consumed before them)
 
 
 MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not worth a cascade GEMM
@@ -50,8 +54,6 @@ class TorchAttentionBackend(AttentionBackend):
         """paged_decode: use the CPU paged decode kernel (None: when the pool is on the CPU and numba is
         installed)."""
         super().__init__(kv_pool)
-        from sglite.kernels import decode_attention_cpu
-
         on_cpu = kv_pool.k_buffer.device.type == "cpu"
         if paged_decode is None:
             paged_decode = on_cpu and decode_attention_cpu.available()
@@ -165,6 +167,15 @@ class TorchAttentionBackend(AttentionBackend):
                 layer_id: int) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
+            if m.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
+                # the common case without a cascade: straight to the kernel, into the pass's arrays
+                if m.decode_out is None:
+                    B, Hq = q.shape[:2]
+                    m.decode_out = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32),
+                                    np.empty((B, Hq), np.float32))
+                return torch.from_numpy(decode_attention_cpu.decode_attention_into(
+                    q.numpy(), self._k_bits[layer_id], self._v_bits[layer_id], m.decode_table, m.decode_req_rows,
+                    m.decode_seq_lens, scale, m.decode_out, m.decode_parallel))
             return self.paged_decode(q, k_buf, v_buf, self._k_bits[layer_id], self._v_bits[layer_id],
                                      m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots,
                                      m.decode_parallel)

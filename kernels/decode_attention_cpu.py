@@ -125,27 +125,25 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
     (fastmath), so a query row's result depends on the entry point: a caller whose rows must match one-row calls
     (several rows of one request, speculative verification) decides by what a one-row-per-request call would use."""
     B, Hq, _ = q.shape
-    out = np.empty(q.shape, np.float32)
-    lse_max, lse_sum = np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32)
+    out = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32))
     if B:
-        bf16 = k_bits.dtype == np.int16
         if parallel is None:
             parallel = B * k_bits.shape[1] >= PARALLEL_MIN_JOBS
-        kernel = _decode_parallel if parallel else _decode_serial
-        kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
-               out, lse_max, lse_sum, np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
-    return out, lse_max, lse_sum
+        decode_attention_into(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, scale, out, parallel,
+                              start)
+    return out
 
 
 def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
                           req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float,
-                          out: tuple[np.ndarray, np.ndarray, np.ndarray], parallel: bool) -> np.ndarray:
-    """decode_attention_arrays over all columns into caller-owned arrays `out` = (out [B, Hq, D] float32, score
-    max [B, Hq], sum of exp [B, Hq]), for a caller that makes them once per pass and calls once per layer (the
+                          out: tuple[np.ndarray, np.ndarray, np.ndarray], parallel: bool,
+                          start: int = 0) -> np.ndarray:
+    """decode_attention_arrays into caller-owned arrays `out` = (out [B, Hq, D] float32, score max [B, Hq], sum
+    of exp [B, Hq]), B >= 1, for a caller that makes them once per pass and calls once per layer (the
     allocations cost about what the kernel's arithmetic does on a short context). Returns out[0]."""
     bf16 = k_bits.dtype == np.int16
     kernel = _decode_parallel if parallel else _decode_serial
-    kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(0), np.float32(scale),
+    kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
            out[0], out[1], out[2], np.uint32(0xFFFF if bf16 else 0xFFFFFFFF), np.uint32(16 if bf16 else 0))
     return out[0]
 

@@ -117,7 +117,7 @@ class LlamaModel:
         from sglite.kernels import layer_ops_cpu
         self.fused_cpu = (self.device.type == "cpu" and self.dtype == torch.bfloat16 and layer_ops_cpu.available()
                           and not c.qk_norm and not c.sandwich_norms and c.hidden_act == "silu"
-                          and cos.shape[-1] == c.head_dim and c.final_logit_softcapping is None
+                          and cos.shape[-1] == c.head_dim
                           and os.environ.get("SGLITE_FUSED_CPU", "1") != "0")
         if self.fused_cpu:   # numpy views of the norm weights, sharing the tensors' memory
             self._norms_np = [(L.attn_norm.numpy(), L.ffn_norm.numpy()) for L in self.layers]
@@ -140,11 +140,9 @@ class LlamaModel:
         c = self.config
         act = self.dtype
         attn.init_forward_metadata(fb)
-        if self.fused_cpu and getattr(attn, "pool_bits", lambda i: None)(0) is not None:
+        if self.fused_cpu and attn.pool_bits(0) is not None:
             return self._forward_fused(fb, attn)
-        h = self.embed[fb.input_ids]                                   # [T, H]
-        if self.embed_scale is not None:
-            h = h * self.embed_scale
+        h = self._embed(fb)                                            # [T, H]
         cos = self.cos[fb.positions][:, None, :]                       # [T, 1, rotary_dim]
         sin = self.sin[fb.positions][:, None, :]
         T = h.shape[0]
@@ -174,13 +172,22 @@ class LlamaModel:
             if L.post_ffn_norm is not None:                              # Gemma 2
                 m = F.rms_norm(m.float(), (c.hidden_size,), L.post_ffn_norm, eps)
             h += m
-        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
+        return self._logits(h, fb)
+
+    def _embed(self, fb: ForwardBatch) -> torch.Tensor:
+        """[T, H] float32: the new tokens' embeddings, the residual stream's start (a copy, updated in place)."""
+        h = self.embed[fb.input_ids]
+        return h if self.embed_scale is None else h * self.embed_scale
+
+    def _logits(self, h: torch.Tensor, fb: ForwardBatch) -> torch.Tensor:
+        """[len(fb.logits_indices), V] float32 from the residual stream h [T, H] after the last layer."""
+        c = self.config
+        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, c.rms_norm_eps)
         logits = self.head(h.to(self.head.dtype), fb.decode_logits_from).float()
         if c.final_logit_softcapping is not None:                       # Gemma 2: cap * tanh(logits / cap)
             cap = c.final_logit_softcapping
             logits = torch.tanh(logits / cap) * cap
         return logits
-
 
     def _forward_fused(self, fb: ForwardBatch, attn) -> torch.Tensor:
         """forward() with each layer's small ops fused by kernels/layer_ops_cpu.py (numba, bfloat16 activations,
@@ -191,9 +198,7 @@ class LlamaModel:
 
         c = self.config
         act = self.dtype
-        h = self.embed[fb.input_ids]                                   # [T, H] float32, the residual stream
-        if self.embed_scale is not None:
-            h = h * self.embed_scale
+        h = self._embed(fb)                                            # [T, H] float32, the residual stream
         cos, sin = self.cos[fb.positions], self.sin[fb.positions]      # [T, D]
         T = h.shape[0]
         split = fb.decode_from
@@ -220,8 +225,7 @@ class LlamaModel:
             gate, up = L.gate_up(x, split).chunk(2, dim=-1)
             m = L.down(F.silu(gate) * up, split)
         h += m
-        h = F.rms_norm(h[fb.logits_indices], (c.hidden_size,), self.norm, eps)
-        return self.head(h.to(self.head.dtype), fb.decode_logits_from).float()
+        return self._logits(h, fb)
 
 
 class Model:

@@ -28,3 +28,8 @@ class AttentionBackend(ABC):
 
         Mutates the pool: writes k, v of layer `layer_id` at fb.out_cache_loc. Returns [T, Hq, D]: each new
         token attends to its request's cached prefix and causally to the request's new tokens."""
+
+    def pool_bits(self, layer_id: int):
+        """Layer `layer_id`'s K and V pool buffers as numpy views of their bits, for CPU kernels that store new K/V
+        themselves and then call `attend`; None (the default) where the backend offers no such path."""
+        return None

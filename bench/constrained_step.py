@@ -56,6 +56,23 @@ class StepTimer:
         return self.times
 
 
+def load_with_prompts(batch: int, threads: int | None):
+    """(the default model, `batch` chat prompts asking for lists of club members as JSON), with torch set to
+    `threads` threads when given."""
+    import torch
+
+    from sglite.runtime.model import load_model
+
+    if threads:
+        torch.set_num_threads(threads)
+    model = load_model()
+    tok = model.tokenizer
+    prompts = [tok.apply_chat_template([{"role": "user", "content": f"List {20 + i} members of club {i} as JSON "
+                                                                     f"objects with name, city, age, tags."}])
+               for i in range(batch)]
+    return model, prompts
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batch", type=int, default=32)
@@ -67,15 +84,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from sglite.runtime.model import load_model
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = load_model()
-    tok = model.tokenizer
-    prompts = [tok.apply_chat_template([{"role": "user", "content": f"List {20 + i} members of club {i} as JSON "
-                                                                     f"objects with name, city, age, tags."}])
-               for i in range(args.batch)]
+    model, prompts = load_with_prompts(args.batch, args.threads)
     base = {"temperature": 0, "max_new_tokens": args.tokens, "ignore_eos": True}
     modes = {"unconstrained": base, "json_schema": {**base, "json_schema": SCHEMA}}
     timers = {m: StepTimer(model, args.batch, args.mask_overlap) for m in modes}

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from constrained_step import SCHEMA, StepTimer  # noqa: E402
+from constrained_step import SCHEMA, StepTimer, load_with_prompts  # noqa: E402
 
 
 def measures_off(timer: StepTimer) -> None:
@@ -36,15 +36,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from sglite.runtime.model import load_model
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    model = load_model()
-    tok = model.tokenizer
-    prompts = [tok.apply_chat_template([{"role": "user", "content": f"List {20 + i} members of club {i} as JSON "
-                                                                     f"objects with name, city, age, tags."}])
-               for i in range(args.batch)]
+    model, prompts = load_with_prompts(args.batch, args.threads)
     base = {"temperature": 0, "max_new_tokens": args.tokens, "ignore_eos": True, "json_schema": SCHEMA}
     modes = {"off": {**base, "dry_multiplier": 0.0}, "shipped": base}
     timers = {m: StepTimer(model, args.batch, "auto") for m in modes}

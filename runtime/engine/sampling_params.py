@@ -9,8 +9,7 @@ __all__ = ["SamplingParams", "CONSTRAINED_DRY_MULTIPLIER", "dry_multiplier"]
 # '*' as breakers finished 21-22, the only setting past the 85% target, but lost 6 gold fields and won 1 of 699
 # against 0.3 on the main job's 20 reports plus 80 synthetic ones (bench/extraction_accuracy.py --sets
 # bundled,synthetic) and copied few-shot text into 15 more records (p 0.0005), while 0.3 was even with DRY off
-# (1 : 1), so accuracy decided. Unconstrained text and other
-# constraints keep DRY off.
+# (1 : 1), so accuracy decided. Unconstrained text and other constraints keep DRY off.
 CONSTRAINED_DRY_MULTIPLIER = 0.3
 
 

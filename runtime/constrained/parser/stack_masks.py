@@ -227,7 +227,8 @@ class StackMasks:
                 for rest, toks, cut in other:
                     if rest[0] not in first:
                         continue
-                    if tracked and rest.find(b'"', rest.find(b",")) >= 0 and rest.find(b",") >= 0:
+                    comma = rest.find(b",")
+                    if tracked and comma >= 0 and rest.find(b'"', comma) >= 0:
                         per_name.extend(toks)
                     elif (cut == 0 or self._local_ok(below, rest[:cut])) and self.parser.run((below,), rest):
                         out.extend(toks)

@@ -14,13 +14,16 @@ Schema"; greedy, at most 384 new tokens. sglite runs the Engine as the lead's de
 - +dup-keys: `unique_keys` (no property name twice in an object);
 - +caps: `GenerationCaps()` (string chars, array items, recursion depth);
 - +DRY: dry_multiplier --dry-default (llama.cpp's other DRY defaults);
-- all: the three together;
+- +close: `close_at_budget` (the last tokens of the budget spent on the grammar's shortest completion);
+- all: the four together;
 - shipped: the engine exactly as shipped (its own compile options, no DRY field in the request: its JSON default).
 `--dry M` adds "all" at DRY M; "M+nc" also sets the sequence breakers to "\n" and ":" only (llama.cpp's '"' and
 '*' dropped), "M+ll" to llama.cpp's four; "+aN" sets dry_allowed_length N ("0.8+nc+a3").
 llama.cpp: llama-server (bench/vs_llamacpp.py starts it) with `response_format: json_schema`, temperature 0,
 max_tokens 384. Each row: finished and valid (finish_reason stop and the text validates), finished but invalid,
-stopped by `length`, mean completion tokens, and (sglite) the values closed at a cap."""
+stopped by `length`, mean completion tokens, and (sglite) the values closed at a cap and the outputs closed at
+the budget (these count as finished and valid: they end, valid, with finish_reason stop; the OpenAI API reports
+them as `length`)."""
 from __future__ import annotations
 
 import argparse
@@ -49,7 +52,7 @@ SCHEMAS = [
     "Snowplow---sp_419_Normalized.json", "Snowplow---sp_257_Normalized.json", "Snowplow---sp_6_Normalized.json",
 ]
 MAX_TOKENS = 384
-CONFIGS = ("baseline", "+dup-keys", "+caps", "+DRY", "all", "shipped")
+CONFIGS = ("baseline", "+dup-keys", "+caps", "+DRY", "+close", "all", "shipped")
 BREAKER_SETS = {"nc": ("\n", ":"), "ll": ("\n", ":", '"', "*")}
 
 
@@ -60,6 +63,7 @@ class Row(NamedTuple):
     length: int
     mean_tokens: float
     capped: int | None
+    closed: int | None
     wall_s: float
     failures: list[str]
 
@@ -69,13 +73,14 @@ def messages(schema: dict) -> list[dict]:
                                         + json.dumps(schema)}]
 
 
-def tally(name: str, schemas: list[dict], outs: list[tuple[str | None, str, int, int]], wall: float,
-          with_caps: bool) -> Row:
-    """outs: (text, finish reason, completion tokens, capped values) per schema."""
-    valid = invalid = length = capped = 0
+def tally(name: str, schemas: list[dict], outs: list[tuple[str | None, str, int, int, bool]], wall: float,
+          with_caps: bool, with_close: bool) -> Row:
+    """outs: (text, finish reason, completion tokens, capped values, closed at the budget) per schema."""
+    valid = invalid = length = capped = closed = 0
     failures = []
-    for schema, (text, reason, _, nc) in zip(schemas, outs):
+    for schema, (text, reason, _, nc, at_budget) in zip(schemas, outs):
         capped += nc
+        closed += at_budget
         if reason == "length":
             length += 1
             failures.append(f"length: {(text or '')[-80:]!r}")
@@ -87,7 +92,8 @@ def tally(name: str, schemas: list[dict], outs: list[tuple[str | None, str, int,
             invalid += 1
             failures.append(f"{reason}: {why} {(text or '')[:80]!r}")
     mean = statistics.mean(o[2] for o in outs)
-    return Row(name, valid, invalid, length, mean, capped if with_caps else None, wall, failures)
+    return Row(name, valid, invalid, length, mean, capped if with_caps else None, closed if with_close else None,
+               wall, failures)
 
 
 # --- sglite ------------------------------------------------------------------------------------------------------
@@ -105,10 +111,12 @@ def sglite_rows(args, schemas: list[dict]) -> list[Row]:
     rows = []
     for name in wanted:
         params: dict[str, Any] = {"temperature": 0, "max_new_tokens": MAX_TOKENS}
+        close = name in ("shipped", "+close", "all") or name.startswith("all")
         if name == "shipped":
             compiler.compile_json_schema = compile_plain
             caps = True
         else:
+            params["close_at_budget"] = close
             dry = args.dry_default if name in ("+DRY", "all") else 0.0
             if name.startswith("all, DRY"):
                 mult, *extras = name.split()[-1].split("+")
@@ -130,8 +138,8 @@ def sglite_rows(args, schemas: list[dict]) -> list[Row]:
         res = engine.generate(prompts, [{**params, "json_schema": t} for t in texts])
         wall = time.perf_counter() - t0
         outs = [(r["text"], r["meta_info"]["finish_reason"]["type"], r["meta_info"]["completion_tokens"],
-                 r["meta_info"].get("capped_values", 0)) for r in res]
-        rows.append(tally(f"sglite {name}", schemas, outs, wall, caps is not None))
+                 r["meta_info"].get("capped_values", 0), r["meta_info"].get("closed_at_budget", False)) for r in res]
+        rows.append(tally(f"sglite {name}", schemas, outs, wall, caps is not None, close))
         print(f"  {_line(rows[-1], len(schemas))}", flush=True)
     engine.shutdown()
     return rows
@@ -142,33 +150,34 @@ def llamacpp_row(args, schemas: list[dict], gguf: Path) -> Row:
     exes = find_binaries(args.llamacpp_bin)
 
     with LlamaServer(exes["llama-server"], gguf, args.threads, ctx_per_slot=4096) as server:
-        def one(schema: dict) -> tuple[str | None, str, int, int]:
+        def one(schema: dict) -> tuple[str | None, str, int, int, bool]:
             r = server.client.post("/v1/chat/completions", json={
                 "messages": messages(schema), "temperature": 0, "max_tokens": MAX_TOKENS, "seed": 0,
                 "response_format": {"type": "json_schema", "json_schema": {"name": "instance", "schema": schema}}})
             if r.status_code != 200:
-                return None, f"HTTP {r.status_code}: {r.text[:120]}", 0, 0
+                return None, f"HTTP {r.status_code}: {r.text[:120]}", 0, 0, False
             body = r.json()
             choice = body["choices"][0]
-            return choice["message"]["content"], choice["finish_reason"], body["usage"]["completion_tokens"], 0
+            return choice["message"]["content"], choice["finish_reason"], body["usage"]["completion_tokens"], 0, False
 
         t0 = time.perf_counter()
         with ThreadPoolExecutor(SLOTS) as pool:
             outs = list(pool.map(one, schemas))
-        return tally("llama.cpp server", schemas, outs, time.perf_counter() - t0, False)
+        return tally("llama.cpp server", schemas, outs, time.perf_counter() - t0, False, False)
 
 
 def _line(r: Row, n: int) -> str:
     capped = "" if r.capped is None else str(r.capped)
+    closed = "" if r.closed is None else str(r.closed)
     return (f"| {r.name} | {r.valid} ({100 * r.valid / n:.0f}%) | {r.invalid} | {r.length} | {r.mean_tokens:.0f} "
-            f"| {capped} | {r.wall_s:.0f} |")
+            f"| {capped} | {closed} | {r.wall_s:.0f} |")
 
 
 def print_table(rows: list[Row], n: int, verbose: bool) -> None:
     print(f"\n{n} schemas, greedy, max {MAX_TOKENS} new tokens")
     print("| configuration | finished and valid | finished but invalid | `length` | mean tokens | capped values |"
-          " wall s |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+          " closed at budget | wall s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(_line(r, n))
     if verbose:

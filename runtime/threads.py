@@ -24,13 +24,14 @@ def release_openmp_pool() -> bool:
             libs = sorted({line.split()[-1] for line in f if "libgomp" in line and line.split()[-1].startswith("/")})
     except OSError:
         return False
+    released = False
     for path in libs:
         try:
             pause = ctypes.CDLL(path).omp_pause_resource_all
         except (OSError, AttributeError):
             continue
         pause.argtypes, pause.restype = [ctypes.c_int], ctypes.c_int
-        if pause(1) == 0:           # 1 = omp_pause_soft
-            return True
-    log.debug("could not release the OpenMP pool (libgomp not found)")
-    return False
+        released |= pause(1) == 0   # 1 = omp_pause_soft
+    if not released:
+        log.debug("could not release the OpenMP pool (libgomp not found)")
+    return released

@@ -47,7 +47,7 @@ class RequestError(ValueError):
 _INT_FIELDS = ("max_new_tokens", "min_new_tokens", "top_k", "n", "dry_allowed_length")
 _NUM_FIELDS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty",
                "dry_base")
-_BOOL_FIELDS = ("ignore_eos", "skip_special_tokens", "no_stop_trim")
+_BOOL_FIELDS = ("ignore_eos", "skip_special_tokens", "no_stop_trim", "close_at_budget")
 ALIASES = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}
 
 
@@ -95,6 +95,10 @@ class SamplingParams:
     dry_base: float = 1.75
     dry_allowed_length: int = 2
     dry_sequence_breakers: tuple[str, ...] = ("\n", ":", '"', "*")
+    # a constrained output whose token budget would run out mid-value spends its last tokens on the shortest
+    # completion of its grammar, one byte per token, so it ends valid instead of at `length` (meta_info
+    # "closed_at_budget"); False: it runs to `length` as the model writes it
+    close_at_budget: bool = True
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str, code: str = "invalid_value") -> RequestError:
@@ -416,6 +420,7 @@ class StreamChunk:
     decode_passes: int = 0          # forward passes in which this request sampled or verified tokens
     spec_accepted_tokens: int = 0   # of completion_tokens, draft tokens accepted (speculative decoding)
     capped_values: int = 0          # values the grammar closed at a generation cap (JSON schema)
+    closed_at_budget: bool = False  # the grammar's shortest completion spent the last tokens (close_at_budget)
     finish_reason: FinishReason | None = None
     ttft: float | None = None          # last chunk only: seconds from submission to the first output token
     e2e_latency: float | None = None   # last chunk only: seconds from submission to the end
@@ -439,6 +444,7 @@ class GenerateOutput:
     decode_passes: int = 0
     spec_accepted_tokens: int = 0
     capped_values: int = 0          # values the grammar closed at a generation cap: finished, but cut short
+    closed_at_budget: bool = False  # ended by its grammar's shortest completion as max_new_tokens ran out
     input_token_logprobs: tuple[TokenLogprob, ...] | None = None   # None: not asked for
     input_top_logprobs: tuple[TopLogprobs, ...] | None = None
     output_token_logprobs: tuple[TokenLogprob, ...] | None = None
@@ -455,7 +461,8 @@ class GenerateOutput:
             "id": self.rid, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "forced_tokens": self.forced_tokens, "cached_tokens": self.cached_tokens,
             "decode_passes": self.decode_passes, "spec_accepted_tokens": self.spec_accepted_tokens,
-            "capped_values": self.capped_values, "finish_reason": self.finish_reason.to_dict(),
+            "capped_values": self.capped_values, "closed_at_budget": self.closed_at_budget,
+            "finish_reason": self.finish_reason.to_dict(),
         }
         if self.e2e_latency is not None:
             meta["e2e_latency"] = self.e2e_latency
@@ -475,7 +482,7 @@ def chunk_to_dict(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
         "id": chunk.rid, "prompt_tokens": chunk.prompt_tokens, "completion_tokens": chunk.completion_tokens,
         "forced_tokens": chunk.forced_tokens, "cached_tokens": chunk.cached_tokens,
         "decode_passes": chunk.decode_passes, "spec_accepted_tokens": chunk.spec_accepted_tokens,
-        "capped_values": chunk.capped_values,
+        "capped_values": chunk.capped_values, "closed_at_budget": chunk.closed_at_budget,
         "finish_reason": chunk.finish_reason.to_dict() if chunk.finish_reason else None,
     }
     if with_logprobs:

@@ -75,7 +75,7 @@ def _assemble(rid: str, chunks: list[StreamChunk], with_lp: bool) -> GenerateOut
         output_ids=tuple(t for c in chunks for t in c.new_token_ids), finish_reason=last.finish_reason,
         prompt_tokens=last.prompt_tokens, cached_tokens=last.cached_tokens, forced_tokens=last.forced_tokens,
         decode_passes=last.decode_passes, spec_accepted_tokens=last.spec_accepted_tokens,
-        capped_values=last.capped_values,
+        capped_values=last.capped_values, closed_at_budget=last.closed_at_budget,
         input_token_logprobs=tuple(x for c in chunks for x in c.input_token_logprobs) if with_lp else None,
         input_top_logprobs=tuple(x for c in chunks for x in c.input_top_logprobs) if with_lp else None,
         output_token_logprobs=tuple(x for c in chunks for x in c.new_token_logprobs) if with_lp else None,

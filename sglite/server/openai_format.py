@@ -64,6 +64,10 @@ def response_format_schema(fmt: ResponseFormat | None) -> dict[str, Any] | None:
 
 
 def finish_reason(s: RequestStream) -> str:
+    """OpenAI's reason: an output its grammar closed because max_tokens ran out (close_at_budget) is complete and
+    valid, but it ended for the budget, so OpenAI's clients see `length` as they would from OpenAI."""
+    if s.last.closed_at_budget:
+        return "length"
     return s.last.finish_reason.kind.value
 
 

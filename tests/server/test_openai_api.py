@@ -104,6 +104,23 @@ def test_response_format_json_schema(client, grammar):
     jsonschema.validate(json.loads(r.choices[0].message.content), PERSON)
 
 
+def test_json_closed_at_max_tokens_reports_length(client, grammar):
+    """A json_schema output that max_tokens cuts short is closed by its grammar (valid JSON), and the reason is
+    `length`, as OpenAI would give for an output that ran out of tokens."""
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = {"type": "object", "properties": {"notes": {"type": "array", "items": {"type": "string"}}},
+              "required": ["notes"], "additionalProperties": False}
+    reasons = []
+    for seed in range(4):
+        r = client.chat.completions.create(
+            model="tiny", messages=MESSAGES, max_tokens=16, temperature=1.0, seed=seed,
+            response_format={"type": "json_schema", "json_schema": {"name": "notes", "schema": schema}})
+        jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+        assert r.usage.completion_tokens <= 16
+        reasons.append(r.choices[0].finish_reason)
+    assert "length" in reasons, reasons
+
+
 class Address(BaseModel):
     city: str
     zip: int

@@ -8,9 +8,12 @@ import torch
 
 from ..ir.grammar_ir import GrammarIR
 from ..vocab.token_index import TokenIndex
+from .closing import closing_bytes
 from .frames import Arr, Lex, Obj, Stack
 
 _MAX_FORCED = 256   # bytes of forced text computed at once
+CLOSE_HORIZON = 160 # token budgets at or below this are checked against the shortest completion (closing.py)
+CLOSE_MARGIN = 3    # tokens of slack: a token may lengthen the shortest completion, closing starts that early
 _CAPPABLE = (Lex, Arr, Obj)
 
 
@@ -38,10 +41,11 @@ class GrammarMatcher:
         self._terminated = terminated
         self.capped_values = 0                  # values that reached a generation cap (see _note_caps)
         self._at_cap: frozenset = frozenset()   # (stack depth, node) of the values at a cap now
+        self.closed_at_budget = False           # a mask was cut to the shortest completion (closing_words)
 
     def copy(self) -> "GrammarMatcher":
         m = GrammarMatcher(self.grammar, self._stacks, self._terminated)
-        m.capped_values, m._at_cap = self.capped_values, self._at_cap
+        m.capped_values, m._at_cap, m.closed_at_budget = self.capped_values, self._at_cap, self.closed_at_budget
         return m
 
     # --- masks -------------------------------------------------------------------------------------------------
@@ -76,15 +80,44 @@ class GrammarMatcher:
         """bool tensor [vocab]: True where the token may be sampled next."""
         return torch.from_numpy(self.allowed_mask())
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int) -> None:
+    def closing_words(self, budget: int) -> np.ndarray | None:
+        """With `budget` tokens left (this one included): None while the budget leaves room, else the packed mask
+        that spends it on the shortest completion: the single-byte tokens of the bytes that begin one (closing.py),
+        or EOS alone once the grammar accepts. Each such token brings the end a byte closer, so a budget of at
+        least the completion's length plus one ends the value, valid, before it runs out. Closing starts when the
+        budget is within CLOSE_MARGIN tokens of that (one free token may lengthen the completion by several
+        bytes). None also when no completion fits in the budget (the request then ends at `length`, as without
+        this)."""
+        if budget > CLOSE_HORIZON or self._terminated:
+            return None
+        g = self.grammar
+        found = closing_bytes(g, self._stacks, horizon=budget - 1)
+        if found is None or found[0] + 1 + CLOSE_MARGIN < budget:
+            return None
+        depth, first = found
+        words = np.zeros(g.words, np.int32)
+        ids = [g.index.eos_token_id] if depth == 0 else [_byte_token(g.index, b) for b in first]
+        for t in ids:
+            if t is not None:
+                words[t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))
+        if not words.any():
+            return None
+        self.closed_at_budget = True
+        return words
+
+    def fill_bitmask(self, bitmask: torch.Tensor, row: int, budget: int | None = None) -> None:
         """Write this matcher's allowed set into `bitmask[row]` (int32 [batch, ceil(vocab/32)]; bit j of word w =
-        token 32*w+j). Mutates only that row."""
+        token 32*w+j). Mutates only that row. `budget`: the tokens the request may still generate; near its end
+        the set narrows to what completes the grammar in time (closing_words)."""
         g = self.grammar
         if bitmask.dtype != torch.int32 or bitmask.dim() != 2 or bitmask.shape[1] != g.words:
             raise ValueError(f"bitmask must be int32 [batch, {g.words}], got {tuple(bitmask.shape)} "
                              f"{bitmask.dtype}")
+        closing = self.closing_words(budget) if budget is not None else None
         if self._terminated:
             words = np.zeros(g.words, np.int32)
+        elif closing is not None:
+            words = closing
         else:
             words = self._union()
             eos = g.index.eos_token_id
@@ -185,6 +218,13 @@ class GrammarMatcher:
 
     def __repr__(self) -> str:
         return f"GrammarMatcher({self.grammar!r}, stacks={len(self._stacks)}, terminated={self._terminated})"
+
+
+def _byte_token(index: TokenIndex, b: int) -> int | None:
+    """The token that is the one byte b, if the vocabulary has one (a byte-level BPE has all 256)."""
+    node = index.children[0].get(b)
+    ends = index.ends[node] if node is not None else ()
+    return ends[0] if ends else None
 
 
 def _last_boundary(data: bytes) -> int:

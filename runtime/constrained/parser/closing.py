@@ -1,0 +1,138 @@
+"""Closing at the token budget: the fewest bytes that complete the grammar from a parse state, and the bytes that
+begin such a completion.
+
+A constrained generation that reaches `max_new_tokens` mid-value returns text that does not parse. When a
+request's remaining budget is no more than what the shortest completion needs, the engine restricts it to
+single-byte tokens on a shortest completion (`closing_bytes`), one byte per token, so the value ends, valid,
+with the budget's last token. The model still chooses among the bytes that are equally short (which quote or
+bracket, which digit of a required number).
+
+The search is breadth-first over parse states (tuples of stacks), a byte per level, and only as deep as the
+caller's horizon. States that differ only in counts that cannot shorten a completion (a string's length past its minimum) are one
+state, visited once. It is a beam search: each level keeps the first `beam` new states, each state tries
+enders (quotes, brackets) first, one byte per next lexeme state (bytes that move a lexeme's DFA to the same state
+lead to the same stack but for a character count), and neither whitespace, escapes nor multi-byte characters
+where anything else may come. So the
+depth it returns is exact whenever no level overflows the beam, and otherwise an upper bound: a completion of
+that many bytes exists, it may not be the shortest.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from .frames import Arr, Key, Lex, Obj
+
+_WS = frozenset(b" \t\n\r")
+_LONG = frozenset([0x5C, *range(0x80, 0x100)])   # an escape or a multi-byte character: more bytes for one char
+# bytes that end something, tried first: a string, an array, an object; then separators
+_ENDERS = (0x22, 0x5D, 0x7D, 0x3A, 0x2C)
+
+
+class _Runnable(Protocol):
+    nodes: tuple
+
+    def run(self, stacks, data: bytes) -> list: ...
+    def accepting(self, stack) -> bool: ...
+    def next_bytes(self, stack) -> frozenset: ...
+
+
+def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
+                  max_steps: int = 2000) -> tuple[int, frozenset] | None:
+    """(d, first): a completion of d bytes takes `stacks` to an accepting state (d = 0: accepting now, first
+    empty), and `first` holds the first bytes of the completions of that length found. None when none is found
+    within `horizon` bytes, or within `max_steps` parser steps (which bounds the search's time: ~2 us a step)."""
+    if any(g.accepting(s) for s in stacks):
+        return 0, frozenset()
+    start = tuple(stacks)
+    seen = {_coarse(g, start)}
+    layer: list[tuple[tuple, frozenset]] = [(start, frozenset())]    # (state, first bytes of its paths)
+    for depth in range(1, horizon + 1):
+        nxt: dict[tuple, tuple[tuple, frozenset]] = {}                # coarse key -> (state, first bytes)
+        done: set[int] = set()
+        for state, first in layer:
+            cands = _candidates(g, state)
+            max_steps -= len(cands)
+            if max_steps < 0:
+                return None
+            for b in cands:
+                after = g.run(state, bytes((b,)))
+                if not after:
+                    continue
+                key = tuple(after)
+                via = first or frozenset((b,))
+                if any(g.accepting(s) for s in key):
+                    done |= via
+                ck = _coarse(g, key)
+                if ck in nxt:
+                    nxt[ck] = (nxt[ck][0], nxt[ck][1] | via)
+                elif ck not in seen and len(nxt) < beam:
+                    nxt[ck] = (key, via)
+        if done:
+            return depth, frozenset(done)
+        if not nxt:
+            return None
+        seen.update(nxt)
+        layer = list(nxt.values())
+    return None
+
+
+def _lexeme_dfa(g: _Runnable, state: tuple):
+    """The DFA of the lexeme open on top of `state`'s one stack (a value's or a property name's), else None."""
+    if len(state) != 1:
+        return None
+    top = state[0][-1]
+    if type(top) is Lex:
+        return g.nodes[top.node].dfa
+    if type(top) is Key and hasattr(g, "parser"):
+        return g.parser.keys.dfa(top.node)
+    return None
+
+
+def _coarse(g: _Runnable, state: tuple) -> tuple:
+    """`state` with what cannot shorten a completion forgotten: a string's characters, an array's items and an
+    object's properties past their minimum (where no maximum makes the count matter), the text of a property
+    name being written (which only the uniqueness of names can make matter). States equal here have the same shortest completion, so the
+    search visits each once (a string growing character by character is one state, not one per length)."""
+    nodes = g.nodes
+    out = []
+    for st in state:
+        fs = []
+        for f in st:
+            k = type(f)
+            if k is Lex and f.nchars:
+                f = f._replace(nchars=min(f.nchars, nodes[f.node].min_chars))
+            elif k is Arr and f.index and not nodes[f.node].counts:
+                n = nodes[f.node]
+                f = f._replace(index=min(f.index, max(len(n.prefix), n.min_items)))
+            elif k is Key and f.name:
+                f = f._replace(name=b"")
+            elif k is Obj and f.nkeys and nodes[f.node].max_props is None:
+                f = f._replace(nkeys=min(f.nkeys, nodes[f.node].min_props))
+            fs.append(f)
+        out.append(tuple(fs))
+    return tuple(out)
+
+
+def _candidates(g: _Runnable, state: tuple) -> list[int]:
+    """The next bytes of `state` worth trying, enders first: whitespace only where nothing else may come, and
+    one byte per DFA state it leads to where a lexeme is open (the others reach the same stack but for a count)."""
+    allowed: set[int] = set()
+    for s in state:
+        allowed |= g.next_bytes(s)
+    for detour in (_WS, _LONG):   # never on a shortest path while anything else may come
+        if not allowed <= detour:
+            allowed -= detour
+    order = [b for b in _ENDERS if b in allowed] + sorted(allowed.difference(_ENDERS))
+    dfa = _lexeme_dfa(g, state)
+    if dfa is None:
+        return order
+    row = dfa.table_list[state[0][-1].state]
+    seen: set[int] = set()
+    out = []
+    for b in order:
+        to = row[b]
+        if to < 0 or to not in seen:      # a byte that leaves the lexeme (to < 0) is tried on its own
+            if to >= 0:
+                seen.add(to)
+            out.append(b)
+    return out

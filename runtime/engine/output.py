@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from sglite.protocol import StreamChunk
+from sglite.protocol import FinishKind, StreamChunk
 
 from .request import Req
 
@@ -34,7 +34,8 @@ def take_chunk(req: Req, tokenizer) -> StreamChunk | None:
                        forced_tokens=req.forced_tokens, decode_passes=req.decode_passes,
                        spec_accepted_tokens=req.spec_accepted_tokens,
                        capped_values=req.matcher.capped_values if req.matcher is not None else 0,
-                       closed_at_budget=req.matcher is not None and req.matcher.closed_at_budget,
+                       closed_at_budget=req.matcher is not None and req.matcher.closed_at_budget
+                       and req.finish_reason is not None and req.finish_reason.kind is FinishKind.STOP,
                        finish_reason=req.finish_reason,
                        ttft=ttft, e2e_latency=e2e)
 

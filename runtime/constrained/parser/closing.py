@@ -19,6 +19,7 @@ that many bytes exists, it may not be the shortest.
 from __future__ import annotations
 
 from typing import Protocol
+from weakref import WeakKeyDictionary
 
 from .frames import Arr, Key, Lex, Obj
 
@@ -36,15 +37,46 @@ class _Runnable(Protocol):
     def next_bytes(self, stack) -> frozenset: ...
 
 
+_CACHE_LIMIT = 50_000
+# per grammar: coarse state -> (d, first bytes) found, or (None, horizon) searched in vain. A grammar is shared by
+# every request that uses it, and generations pass the same places of a schema again and again (with the counts
+# folded, a string being written is one state however long it gets), so most searches are lookups.
+_CACHES: "WeakKeyDictionary[object, dict]" = WeakKeyDictionary()
+
+
 def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
-                  max_steps: int = 2000) -> tuple[int, frozenset] | None:
+                  max_steps: int = 4000) -> tuple[int, frozenset] | None:
     """(d, first): a completion of d bytes takes `stacks` to an accepting state (d = 0: accepting now, first
     empty), and `first` holds the first bytes of the completions of that length found. None when none is found
-    within `horizon` bytes, or within `max_steps` parser steps (which bounds the search's time: ~2 us a step)."""
-    if any(g.accepting(s) for s in stacks):
-        return 0, frozenset()
-    start = tuple(stacks)
-    seen = {_coarse(g, start)}
+    within `horizon` bytes, or within `max_steps` parser steps (which bounds the search's time: ~2 us a step).
+    Results are cached per grammar and (coarse) state."""
+    cache = _CACHES.get(g)
+    if cache is None:
+        cache = _CACHES.setdefault(g, {})
+    key = _coarse(g, tuple(stacks))
+    hit = cache.get(key)
+    if hit is not None:
+        d, first = hit
+        if d is not None:
+            return (d, first) if d <= horizon else None
+        if horizon <= first:            # searched as far before, in vain
+            return None
+    found, searched = _search(g, tuple(stacks), key, horizon, beam, max_steps)
+    if len(cache) >= _CACHE_LIMIT:
+        cache.clear()
+    if found is not None:
+        cache[key] = found
+    elif searched > (hit[1] if hit is not None else 0):
+        cache[key] = (None, searched)
+    return found
+
+
+def _search(g: _Runnable, start: tuple, start_key: tuple, horizon: int, beam: int,
+            max_steps: int) -> tuple[tuple[int, frozenset] | None, int]:
+    """(closing_bytes' answer, the depth up to which none exists: every level was searched that far)."""
+    if any(g.accepting(s) for s in start):
+        return (0, frozenset()), 0
+    seen = {start_key}
     layer: list[tuple[tuple, frozenset]] = [(start, frozenset())]    # (state, first bytes of its paths)
     for depth in range(1, horizon + 1):
         nxt: dict[tuple, tuple[tuple, frozenset]] = {}                # coarse key -> (state, first bytes)
@@ -53,7 +85,7 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
             cands = _candidates(g, state)
             max_steps -= len(cands)
             if max_steps < 0:
-                return None
+                return None, depth - 1
             for b in cands:
                 after = g.run(state, bytes((b,)))
                 if not after:
@@ -68,12 +100,12 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
                 elif ck not in seen and len(nxt) < beam:
                     nxt[ck] = (key, via)
         if done:
-            return depth, frozenset(done)
+            return (depth, frozenset(done)), depth - 1
         if not nxt:
-            return None
+            return None, 1 << 30       # no completion at any depth
         seen.update(nxt)
         layer = list(nxt.values())
-    return None
+    return None, horizon
 
 
 def _lexeme_dfa(g: _Runnable, state: tuple):

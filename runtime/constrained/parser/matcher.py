@@ -86,13 +86,14 @@ class GrammarMatcher:
         or EOS alone once the grammar accepts. Each such token brings the end a byte closer, so a budget of at
         least the completion's length plus one ends the value, valid, before it runs out. Closing starts when the
         budget is within CLOSE_MARGIN tokens of that (one free token may lengthen the completion by several
-        bytes). None also when no completion fits in the budget (the request then ends at `length`, as without
-        this)."""
+        bytes), and once started it goes on to the end (a jump-forward may leave room again, which a free token
+        could spend opening a value too long to close). None also when no completion fits in the budget (the
+        request then ends at `length`, as without this)."""
         if budget > CLOSE_HORIZON or self._terminated:
             return None
         g = self.grammar
         found = closing_bytes(g, self._stacks, horizon=budget - 1)
-        if found is None or found[0] + 1 + CLOSE_MARGIN < budget:
+        if found is None or (found[0] + 1 + CLOSE_MARGIN < budget and not self.closed_at_budget):
             return None
         depth, first = found
         words = np.zeros(g.words, np.int32)

@@ -55,10 +55,17 @@ def test_shortest_completion(grammar, prefix, completion):
     jsonschema.validate(json.loads(text), SCHEMA)
 
 
-def test_no_completion_within_horizon(grammar):
-    m = grammar.matcher()
-    assert closing_bytes(grammar, m._stacks, horizon=10) is None
-    assert closing_bytes(grammar, m._stacks, horizon=200, max_steps=5) is None
+def test_no_completion_within_bounds(compiler):
+    schema = {**SCHEMA, "required": [*SCHEMA["required"], "z"], "properties": {**SCHEMA["properties"], "z": {}}}
+    g = compiler.compile_json_schema(json.dumps(schema), whitespace="standard", property_order="schema",
+                                     close_objects=True)
+    start = g.matcher()._stacks
+    assert closing_bytes(g, start, horizon=200, max_steps=5) is None     # the search's work is bounded
+    assert closing_bytes(g, start, horizon=10) is None                   # a completion is longer than 10 bytes
+    depth, first = closing_bytes(g, start, horizon=200)
+    assert depth > 10 and first == {ord("{")}
+    assert closing_bytes(g, start, horizon=depth) == (depth, first)      # from the cache
+    assert closing_bytes(g, start, horizon=depth - 1) is None
 
 
 def _ids(words: np.ndarray) -> list[int]:

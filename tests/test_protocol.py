@@ -107,7 +107,8 @@ def test_outputs_to_sglang_dicts():
     chunk = StreamChunk("r", "b", (2,), prompt_tokens=3, completion_tokens=2)
     assert chunk_to_dict(chunk, False) == {"text": "b", "output_ids": [2], "meta_info": {
         "id": "r", "prompt_tokens": 3, "completion_tokens": 2, "forced_tokens": 0, "cached_tokens": 0,
-        "decode_passes": 0, "spec_accepted_tokens": 0, "capped_values": 0, "finish_reason": None}}
+        "decode_passes": 0, "spec_accepted_tokens": 0, "capped_values": 0, "closed_at_budget": False,
+        "finish_reason": None}}
 
 
 def test_request_error_pickles():

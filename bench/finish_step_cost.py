@@ -1,14 +1,17 @@
-"""What the finishing measures (issue 18: unique keys, generation caps, DRY) cost per constrained decode step: the
-same 32 prompts decoded under the same JSON schema with the measures off and as shipped, batch 32, jump-forward off.
+"""What the finishing measures (issue 18: unique keys, generation caps, DRY, closing at the budget) cost per
+constrained decode step: the same 32 prompts decoded under the same JSON schema with the measures off and as
+shipped, batch 32, jump-forward off.
 
     python bench/finish_step_cost.py [--batch 32] [--tokens 128] [--rounds 4] [--threads N]
 
-"off" compiles the schema without `unique_keys` and caps and sends `dry_multiplier: 0`; "shipped" is the engine's
-own defaults (unique keys, GenerationCaps, its JSON DRY default). Each mode has its own Engine (so its compiled
-grammar and masks stay cached); after one cold run each, the modes alternate for --rounds rounds so drift in
-machine load hits both alike. Only decode steps (no prefill in the batch) are timed (bench/constrained_step.py's
-StepTimer). The outputs differ between the modes (that is the measures' point), so the grammar states visited
-differ too; the medians compare steps, not identical token paths. The target is shipped at most 1.05x off."""
+"off" compiles the schema without `unique_keys` and caps and sends `dry_multiplier: 0` and `close_at_budget:
+false`; "shipped" is the engine's own defaults (unique keys, GenerationCaps, its JSON DRY default, closing at the
+budget, whose check runs in a request's last 160 tokens: with 128 tokens, every step). Each mode has its own
+Engine (so its compiled grammar and masks stay cached); after one cold run each, the modes alternate for --rounds
+rounds so drift in machine load hits both alike. Only decode steps (no prefill in the batch) are timed
+(bench/constrained_step.py's StepTimer). The outputs differ between the modes (that is the measures' point), so
+the grammar states visited differ too; the medians compare steps, not identical token paths. The target is
+shipped at most 1.05x off."""
 from __future__ import annotations
 
 import argparse
@@ -38,7 +41,7 @@ def main() -> None:
 
     model, prompts = load_with_prompts(args.batch, args.threads)
     base = {"temperature": 0, "max_new_tokens": args.tokens, "ignore_eos": True, "json_schema": SCHEMA}
-    modes = {"off": {**base, "dry_multiplier": 0.0}, "shipped": base}
+    modes = {"off": {**base, "dry_multiplier": 0.0, "close_at_budget": False}, "shipped": base}
     timers = {m: StepTimer(model, args.batch, "auto") for m in modes}
     measures_off(timers["off"])
     cold = {m: timers[m].run(prompts, p) for m, p in modes.items()}

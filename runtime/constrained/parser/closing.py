@@ -18,7 +18,7 @@ that many bytes exists, it may not be the shortest.
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import NamedTuple, Protocol
 from weakref import WeakKeyDictionary
 
 from .frames import Arr, Key, Lex, Obj
@@ -31,6 +31,7 @@ _ENDERS = (0x22, 0x5D, 0x7D, 0x3A, 0x2C)
 
 class _Runnable(Protocol):
     nodes: tuple
+    index: object             # the vocabulary (TokenIndex): its trie prices forced text in tokens
 
     def run(self, stacks, data: bytes) -> list: ...
     def accepting(self, stack) -> bool: ...
@@ -44,22 +45,29 @@ _CACHE_LIMIT = 50_000
 _CACHES: "WeakKeyDictionary[object, dict]" = WeakKeyDictionary()
 
 
+class Closing(NamedTuple):
+    """A shortest completion: `depth` bytes (0: the grammar accepts already), `first` the first bytes of the
+    completions of that length found, `tokens` what writing one costs when forced text goes by jump-forward (a
+    token per byte where there is a choice, the vocabulary's longest tokens along forced runs)."""
+    depth: int
+    first: frozenset
+    tokens: int
+
+
 def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
-                  max_steps: int = 4000) -> tuple[int, frozenset] | None:
-    """(d, first): a completion of d bytes takes `stacks` to an accepting state (d = 0: accepting now, first
-    empty), and `first` holds the first bytes of the completions of that length found. None when none is found
-    within `horizon` bytes, or within `max_steps` parser steps (which bounds the search's time: ~2 us a step).
-    Results are cached per grammar and (coarse) state."""
+                  max_steps: int = 4000) -> Closing | None:
+    """The shortest completion of `stacks` (Closing), or None when none is found within `horizon` bytes, or
+    within `max_steps` parser steps (which bounds the search's time: ~2 us a step). Results are cached per
+    grammar and (coarse) state."""
     cache = _CACHES.get(g)
     if cache is None:
         cache = _CACHES.setdefault(g, {})
     key = _coarse(g, tuple(stacks))
     hit = cache.get(key)
     if hit is not None:
-        d, first = hit
-        if d is not None:
-            return (d, first) if d <= horizon else None
-        if horizon <= first:            # searched as far before, in vain
+        if hit[0] is not None:
+            return hit if hit.depth <= horizon else None
+        if horizon <= hit[1]:           # searched as far before, in vain
             return None
     found, searched = _search(g, tuple(stacks), key, horizon, beam, max_steps)
     if len(cache) >= _CACHE_LIMIT:
@@ -72,16 +80,17 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
 
 
 def _search(g: _Runnable, start: tuple, start_key: tuple, horizon: int, beam: int,
-            max_steps: int) -> tuple[tuple[int, frozenset] | None, int]:
+            max_steps: int) -> tuple[Closing | None, int]:
     """(closing_bytes' answer, the depth up to which none exists: every level was searched that far)."""
     if any(g.accepting(s) for s in start):
-        return (0, frozenset()), 0
+        return Closing(0, frozenset(), 0), 0
     seen = {start_key}
-    layer: list[tuple[tuple, frozenset]] = [(start, frozenset())]    # (state, first bytes of its paths)
+    layer: list[tuple[tuple, frozenset, bytes]] = [(start, frozenset(), b"")]   # (state, first bytes, a path)
     for depth in range(1, horizon + 1):
-        nxt: dict[tuple, tuple[tuple, frozenset]] = {}                # coarse key -> (state, first bytes)
+        nxt: dict[tuple, tuple[tuple, frozenset, bytes]] = {}                  # coarse key -> the same
         done: set[int] = set()
-        for state, first in layer:
+        path_done = b""
+        for state, first, path in layer:
             cands = _candidates(g, state)
             max_steps -= len(cands)
             if max_steps < 0:
@@ -94,18 +103,55 @@ def _search(g: _Runnable, start: tuple, start_key: tuple, horizon: int, beam: in
                 via = first or frozenset((b,))
                 if any(g.accepting(s) for s in key):
                     done |= via
+                    path_done = path_done or path + bytes((b,))
                 ck = _coarse(g, key)
                 if ck in nxt:
-                    nxt[ck] = (nxt[ck][0], nxt[ck][1] | via)
+                    nxt[ck] = (nxt[ck][0], nxt[ck][1] | via, nxt[ck][2])
                 elif ck not in seen and len(nxt) < beam:
-                    nxt[ck] = (key, via)
+                    nxt[ck] = (key, via, path + bytes((b,)))
         if done:
-            return (depth, frozenset(done)), depth - 1
+            return Closing(depth, frozenset(done), _token_cost(g, start, path_done)), depth - 1
         if not nxt:
             return None, 1 << 30       # no completion at any depth
         seen.update(nxt)
         layer = list(nxt.values())
     return None, horizon
+
+
+def _token_cost(g: _Runnable, state: tuple, path: bytes) -> int:
+    """Tokens to write `path` from `state`: one per byte where the grammar allows other bytes too (a closing
+    mask offers single-byte tokens there), and along each forced run (one next byte only, which jump-forward
+    appends) the count of a longest-match tokenization, as the vocabulary's trie gives it."""
+    index = g.index
+    cost, run = 0, bytearray()
+    for b in path:
+        allowed: set[int] = set()
+        for s in state:
+            allowed |= g.next_bytes(s)
+        if len(allowed) == 1:
+            run.append(b)
+        else:
+            cost += _longest_match_tokens(index, bytes(run)) + 1
+            run.clear()
+        state = tuple(g.run(state, bytes((b,))))
+    return cost + _longest_match_tokens(index, bytes(run))
+
+
+def _longest_match_tokens(index, data: bytes) -> int:
+    """Tokens in a greedy longest-match split of `data` over the vocabulary trie."""
+    n, i = 0, 0
+    while i < len(data):
+        node, j, last = 0, i, i + 1
+        while j < len(data):
+            node = index.children[node].get(data[j])
+            if node is None:
+                break
+            j += 1
+            if index.ends[node]:
+                last = j
+        n += 1
+        i = last
+    return n
 
 
 def _lexeme_dfa(g: _Runnable, state: tuple):

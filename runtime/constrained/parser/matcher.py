@@ -83,21 +83,22 @@ class GrammarMatcher:
     def closing_words(self, budget: int) -> np.ndarray | None:
         """With `budget` tokens left (this one included): None while the budget leaves room, else the packed mask
         that spends it on the shortest completion: the single-byte tokens of the bytes that begin one (closing.py),
-        or EOS alone once the grammar accepts. Each such token brings the end a byte closer, so a budget of at
-        least the completion's length plus one ends the value, valid, before it runs out. Closing starts when the
-        budget is within CLOSE_MARGIN tokens of that (one free token may lengthen the completion by several
-        bytes), and once started it goes on to the end (a jump-forward may leave room again, which a free token
-        could spend opening a value too long to close). None also when no completion fits in the budget (the
-        request then ends at `length`, as without this)."""
+        or EOS alone once the grammar accepts. Each such token brings the end a byte closer, and forced text
+        goes by jump-forward, so a budget of the completion's token cost plus one ends the value, valid, before
+        it runs out. Closing starts when the budget is within CLOSE_MARGIN tokens of that (one free token may
+        lengthen the completion), and once started it goes on to the end (a jump-forward may leave room again,
+        which a free token could spend opening a value too long to close). None also when no completion fits in
+        the budget (the request then ends at `length`, as without this)."""
         if budget > CLOSE_HORIZON or self._terminated:
             return None
         g = self.grammar
-        found = closing_bytes(g, self._stacks, horizon=budget - 1)
-        if found is None or (found[0] + 1 + CLOSE_MARGIN < budget and not self.closed_at_budget):
+        found = closing_bytes(g, self._stacks, horizon=4 * budget)
+        if found is None or found.tokens >= budget:
             return None
-        depth, first = found
+        if found.tokens + 1 + CLOSE_MARGIN < budget and not self.closed_at_budget:
+            return None
         words = np.zeros(g.words, np.int32)
-        ids = [g.index.eos_token_id] if depth == 0 else [_byte_token(g.index, b) for b in first]
+        ids = [g.index.eos_token_id] if found.depth == 0 else [_byte_token(g.index, b) for b in found.first]
         for t in ids:
             if t is not None:
                 words[t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))

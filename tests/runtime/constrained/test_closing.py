@@ -30,7 +30,7 @@ def _close(grammar, prefix: str) -> str:
     assert m.advance_bytes(prefix.encode())
     out = b""
     while True:
-        depth, first = closing_bytes(grammar, m._stacks, horizon=200)
+        depth, first, _ = closing_bytes(grammar, m._stacks, horizon=200)
         if depth == 0:
             return prefix + out.decode()
         b = bytes((min(first),))
@@ -48,7 +48,7 @@ def _close(grammar, prefix: str) -> str:
 def test_shortest_completion(grammar, prefix, completion):
     m = grammar.matcher()
     assert m.advance_bytes(prefix.encode())
-    depth, _ = closing_bytes(grammar, m._stacks, horizon=200)
+    depth, _, _ = closing_bytes(grammar, m._stacks, horizon=200)
     assert depth == len(completion)
     text = _close(grammar, prefix)
     assert text == prefix + completion
@@ -62,9 +62,10 @@ def test_no_completion_within_bounds(compiler):
     start = g.matcher()._stacks
     assert closing_bytes(g, start, horizon=200, max_steps=5) is None     # the search's work is bounded
     assert closing_bytes(g, start, horizon=10) is None                   # a completion is longer than 10 bytes
-    depth, first = closing_bytes(g, start, horizon=200)
+    depth, first, cost = closing_bytes(g, start, horizon=200)
     assert depth > 10 and first == {ord("{")}
-    assert closing_bytes(g, start, horizon=depth) == (depth, first)      # from the cache
+    assert cost < depth                 # the keys and separators are forced text: a few tokens, not a byte each
+    assert closing_bytes(g, start, horizon=depth) == (depth, first, cost)   # from the cache
     assert closing_bytes(g, start, horizon=depth - 1) is None
 
 
@@ -89,5 +90,7 @@ def test_closing_never_bypasses_the_grammar(grammar, tokenizer):
     """Every token a closing mask allows is one the grammar allows."""
     m = grammar.matcher()
     assert m.advance_bytes(b'{"name": "abc", "tags": ["x", "yy')
-    closing = set(_ids(m.closing_words(30)))
+    cost = closing_bytes(grammar, m._stacks, horizon=200).tokens
+    assert m.closing_words(cost + 2 + CLOSE_MARGIN) is None
+    closing = set(_ids(m.closing_words(cost + 1 + CLOSE_MARGIN)))
     assert closing and closing <= set(np.flatnonzero(m.allowed_mask()).tolist())

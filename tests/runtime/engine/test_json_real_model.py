@@ -51,3 +51,28 @@ def test_fifty_schemas_all_validate(model_in_format):
             failures.append(f"{name}: {error}: {out['text'][:120]!r}")
     assert not failures, "\n".join(failures)
     assert len(outs) == 50
+
+
+def test_runaway_value_closes_at_budget(real_model):
+    """A schema on which the real model writes a digit string it never ends (a MaskBench dev schema, bench/
+    finish_rate.py): with a small budget the output still ends, valid, its last tokens spent on the shortest
+    completion; with close_at_budget off it runs to `length`."""
+    import jsonschema
+
+    from sglite.runtime.engine import Engine
+
+    schema = {"type": "object", "properties": {"id": {"type": "string"}, "version": {"type": "string"},
+                                               "tags": {"type": "array", "items": {"type": "string"}}},
+              "required": ["id", "version", "tags"]}
+    prompt = chat_prompt(real_model.tokenizer, "Write one realistic instance; make the id a long run of digits.",
+                         schema)
+    params = {"temperature": 0, "max_new_tokens": 24, "json_schema": json.dumps(schema)}
+    with Engine(real_model) as engine:
+        out = engine.generate(prompt, params)
+        off = engine.generate(prompt, {**params, "close_at_budget": False})
+    meta = out["meta_info"]
+    assert meta["finish_reason"]["type"] == "stop" and meta["completion_tokens"] <= 24, out
+    jsonschema.validate(json.loads(out["text"]), schema)
+    if off["meta_info"]["finish_reason"]["type"] == "length":     # the model did not end in time by itself
+        assert meta["closed_at_budget"], out
+        assert out["text"].startswith(off["text"][:8])            # the same start, then closed

@@ -6,7 +6,7 @@ shipped, batch 32, jump-forward off.
 
 "off" compiles the schema without `unique_keys` and caps and sends `dry_multiplier: 0` and `close_at_budget:
 false`; "shipped" is the engine's own defaults (unique keys, GenerationCaps, its JSON DRY default, closing at the
-budget, whose check runs in a request's last 160 tokens: with 128 tokens, every step). Each mode has its own
+budget, whose check runs in a request's last 64 tokens). Each mode has its own
 Engine (so its compiled grammar and masks stay cached); after one cold run each, the modes alternate for --rounds
 rounds so drift in machine load hits both alike. Only decode steps (no prefill in the batch) are timed
 (bench/constrained_step.py's StepTimer). The outputs differ between the modes (that is the measures' point), so

@@ -54,11 +54,11 @@ class Closing(NamedTuple):
     tokens: int
 
 
-def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
-                  max_steps: int = 4000) -> Closing | None:
+def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 16,
+                  max_steps: int = 1000) -> Closing | None:
     """The shortest completion of `stacks` (Closing), or None when none is found within `horizon` bytes, or
-    within `max_steps` parser steps (which bounds the search's time: ~2 us a step). Results are cached per
-    grammar and (coarse) state."""
+    within `max_steps` parser steps (which bounds the search's time: ~2 us a step; a state that needs more is
+    not searched again). Results are cached per grammar and (coarse) state."""
     cache = _CACHES.get(g)
     if cache is None:
         cache = _CACHES.setdefault(g, {})
@@ -81,7 +81,8 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 32,
 
 def _search(g: _Runnable, start: tuple, start_key: tuple, horizon: int, beam: int,
             max_steps: int) -> tuple[Closing | None, int]:
-    """(closing_bytes' answer, the depth up to which none exists: every level was searched that far)."""
+    """(closing_bytes' answer, the depth up to which none is to be found: every level was searched that far, or
+    unbounded when the search ran out of steps, which it would again)."""
     if any(g.accepting(s) for s in start):
         return Closing(0, frozenset(), 0), 0
     seen = {start_key}
@@ -93,8 +94,8 @@ def _search(g: _Runnable, start: tuple, start_key: tuple, horizon: int, beam: in
         for state, first, path in layer:
             cands = _candidates(g, state)
             max_steps -= len(cands)
-            if max_steps < 0:
-                return None, depth - 1
+            if max_steps < 0:           # too wide to search: a deeper horizon would not fare better
+                return None, 1 << 30
             for b in cands:
                 after = g.run(state, bytes((b,)))
                 if not after:

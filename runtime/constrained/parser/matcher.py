@@ -12,7 +12,7 @@ from .closing import closing_bytes
 from .frames import Arr, Lex, Obj, Stack
 
 _MAX_FORCED = 256   # bytes of forced text computed at once
-CLOSE_HORIZON = 160 # token budgets at or below this are checked against the shortest completion (closing.py)
+CLOSE_HORIZON = 64  # token budgets at or below this are checked against the shortest completion (closing.py)
 CLOSE_MARGIN = 3    # tokens of slack: a token may lengthen the shortest completion, closing starts that early
 _CAPPABLE = (Lex, Arr, Obj)
 

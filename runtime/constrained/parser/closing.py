@@ -1,20 +1,18 @@
-"""Closing at the token budget: the fewest bytes that complete the grammar from a parse state, and the bytes that
-begin such a completion.
+"""Closing at the token budget: the shortest completion of a parse state, its first bytes, and its cost in tokens.
 
 A constrained generation that reaches `max_new_tokens` mid-value returns text that does not parse. When a
-request's remaining budget is no more than what the shortest completion needs, the engine restricts it to
-single-byte tokens on a shortest completion (`closing_bytes`), one byte per token, so the value ends, valid,
-with the budget's last token. The model still chooses among the bytes that are equally short (which quote or
-bracket, which digit of a required number).
+request's remaining budget comes down to what the shortest completion costs, the matcher
+(`GrammarMatcher.closing_words`) offers only the single-byte tokens that begin one, a byte per token, and
+jump-forward writes the forced runs, so the value ends, valid, within the budget. The model still chooses among
+the bytes that are equally short (which quote or bracket, which digit of a required number).
 
-The search is breadth-first over parse states (tuples of stacks), a byte per level, and only as deep as the
-caller's horizon. States that differ only in counts that cannot shorten a completion (a string's length past its minimum) are one
-state, visited once. It is a beam search: each level keeps the first `beam` new states, each state tries
-enders (quotes, brackets) first, one byte per next lexeme state (bytes that move a lexeme's DFA to the same state
-lead to the same stack but for a character count), and neither whitespace, escapes nor multi-byte characters
-where anything else may come. So the
-depth it returns is exact whenever no level overflows the beam, and otherwise an upper bound: a completion of
-that many bytes exists, it may not be the shortest.
+The search is breadth-first over parse states (tuples of stacks), a byte per level, only as deep as the
+caller's horizon. States that differ only in counts that cannot shorten a completion (a string's length past its
+minimum, ...: `_coarse`) are one state, visited once. It is a beam search: each level keeps the first `beam` new
+states; each state tries enders (quotes, brackets) first, one byte per next lexeme state (bytes that move a
+lexeme's DFA to the same state lead to the same stack but for a count), and neither whitespace, escapes nor
+multi-byte characters where anything else may come. So the depth it returns is exact whenever no level overflows
+the beam, and otherwise an upper bound: a completion of that many bytes exists, it may not be the shortest.
 """
 from __future__ import annotations
 
@@ -39,7 +37,7 @@ class _Runnable(Protocol):
 
 
 _CACHE_LIMIT = 50_000
-# per grammar: coarse state -> (d, first bytes) found, or (None, horizon) searched in vain. A grammar is shared by
+# per grammar: coarse state -> the Closing found, or (None, depth) searched that deep in vain. A grammar is shared by
 # every request that uses it, and generations pass the same places of a schema again and again (with the counts
 # folded, a string being written is one state however long it gets), so most searches are lookups.
 _CACHES: "WeakKeyDictionary[object, dict]" = WeakKeyDictionary()

@@ -88,7 +88,8 @@ class GrammarMatcher:
         it runs out. Closing starts when the budget is within CLOSE_MARGIN tokens of that (one free token may
         lengthen the completion), and once started it goes on to the end (a jump-forward may leave room again,
         which a free token could spend opening a value too long to close). None also when no completion fits in
-        the budget (the request then ends at `length`, as without this)."""
+        the budget (the request then ends at `length`, as without this). With jump-forward off the forced runs
+        cost a token per byte, more than priced, and closing can start too late for the same reason."""
         if budget > CLOSE_HORIZON or self._terminated:
             return None
         g = self.grammar

@@ -16,9 +16,10 @@ log = logging.getLogger("sglite.runtime")
 
 
 def release_openmp_pool() -> bool:
-    """Frees the calling thread's OpenMP worker threads (OpenMP 5 `omp_pause_resource_all`, soft pause); a
-    later parallel op on this thread makes a new pool. False when torch's OpenMP runtime is not libgomp or
-    cannot be found (nothing is changed then)."""
+    """Frees the calling thread's OpenMP worker threads in every libgomp the process has loaded (torch's, and
+    numba's own copy when its kernels run in parallel) with OpenMP 5 `omp_pause_resource_all` (soft pause); a
+    later parallel op on this thread makes a new pool. False when no libgomp is found or none could be paused
+    (nothing is changed then)."""
     try:
         with open("/proc/self/maps") as f:
             libs = sorted({line.split()[-1] for line in f if "libgomp" in line and line.split()[-1].startswith("/")})

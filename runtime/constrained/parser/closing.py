@@ -28,6 +28,7 @@ _ENDERS = (0x22, 0x5D, 0x7D, 0x3A, 0x2C)
 
 
 class _Runnable(Protocol):
+    """The part of matcher.CompiledGrammar the search reads (the matcher imports this module, not the reverse)."""
     nodes: tuple
     index: object             # the vocabulary (TokenIndex): its trie prices forced text in tokens
 
@@ -60,14 +61,15 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 16,
     cache = _CACHES.get(g)
     if cache is None:
         cache = _CACHES.setdefault(g, {})
-    key = _coarse(g, tuple(stacks))
+    stacks = tuple(stacks)
+    key = _coarse(g, stacks)
     hit = cache.get(key)
     if hit is not None:
         if hit[0] is not None:
             return hit if hit.depth <= horizon else None
         if horizon <= hit[1]:           # searched as far before, in vain
             return None
-    found, searched = _search(g, tuple(stacks), key, horizon, beam, max_steps)
+    found, searched = _search(g, stacks, key, horizon, beam, max_steps)
     if len(cache) >= _CACHE_LIMIT:
         cache.clear()
     if found is not None:
@@ -124,10 +126,7 @@ def _token_cost(g: _Runnable, state: tuple, path: bytes) -> int:
     index = g.index
     cost, run = 0, bytearray()
     for b in path:
-        allowed: set[int] = set()
-        for s in state:
-            allowed |= g.next_bytes(s)
-        if len(allowed) == 1:
+        if len(_next_bytes(g, state)) == 1:
             run.append(b)
         else:
             cost += _longest_match_tokens(index, bytes(run)) + 1
@@ -153,6 +152,14 @@ def _longest_match_tokens(index, data: bytes) -> int:
     return n
 
 
+def _next_bytes(g: _Runnable, state: tuple) -> set[int]:
+    """The bytes that may come next from any of `state`'s stacks."""
+    out: set[int] = set()
+    for s in state:
+        out |= g.next_bytes(s)
+    return out
+
+
 def _lexeme_dfa(g: _Runnable, state: tuple):
     """The DFA of the lexeme open on top of `state`'s one stack (a value's or a property name's), else None."""
     if len(state) != 1:
@@ -160,7 +167,7 @@ def _lexeme_dfa(g: _Runnable, state: tuple):
     top = state[0][-1]
     if type(top) is Lex:
         return g.nodes[top.node].dfa
-    if type(top) is Key and hasattr(g, "parser"):
+    if type(top) is Key:                # only JSON grammars (parser.Grammar) have property names
         return g.parser.keys.dfa(top.node)
     return None
 
@@ -168,8 +175,9 @@ def _lexeme_dfa(g: _Runnable, state: tuple):
 def _coarse(g: _Runnable, state: tuple) -> tuple:
     """`state` with what cannot shorten a completion forgotten: a string's characters, an array's items and an
     object's properties past their minimum (where no maximum makes the count matter), the text of a property
-    name being written (which only the uniqueness of names can make matter). States equal here have the same shortest completion, so the
-    search visits each once (a string growing character by character is one state, not one per length)."""
+    name being written (which only the uniqueness of names can make matter). States equal here have the same
+    shortest completion, so the search visits each once (a string growing character by character is one state,
+    not one per length)."""
     nodes = g.nodes
     out = []
     for st in state:
@@ -193,9 +201,7 @@ def _coarse(g: _Runnable, state: tuple) -> tuple:
 def _candidates(g: _Runnable, state: tuple) -> list[int]:
     """The next bytes of `state` worth trying, enders first: whitespace only where nothing else may come, and
     one byte per DFA state it leads to where a lexeme is open (the others reach the same stack but for a count)."""
-    allowed: set[int] = set()
-    for s in state:
-        allowed |= g.next_bytes(s)
+    allowed = _next_bytes(g, state)
     for detour in (_WS, _LONG):   # never on a shortest path while anything else may come
         if not allowed <= detour:
             allowed -= detour

@@ -102,7 +102,7 @@ class GrammarMatcher:
         ids = [g.index.eos_token_id] if found.depth == 0 else [_byte_token(g.index, b) for b in found.first]
         for t in ids:
             if t is not None:
-                words[t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))
+                _set_token(words, t)
         if not words.any():
             return None
         self.closed_at_budget = True
@@ -126,7 +126,7 @@ class GrammarMatcher:
             eos = g.index.eos_token_id
             if eos is not None and self.is_accepting():
                 words = words.copy()
-                words[eos >> 5] |= np.int32(np.uint32(1 << (eos & 31)).view(np.int32))
+                _set_token(words, eos)
         t = torch.from_numpy(words)
         if bitmask.device.type == "cpu":
             bitmask[row].copy_(t)
@@ -221,6 +221,11 @@ class GrammarMatcher:
 
     def __repr__(self) -> str:
         return f"GrammarMatcher({self.grammar!r}, stacks={len(self._stacks)}, terminated={self._terminated})"
+
+
+def _set_token(words: np.ndarray, t: int) -> None:
+    """Sets token t's bit in a packed int32 mask (bit j of word w = token 32w+j)."""
+    words[t >> 5] |= np.int32(np.uint32(1 << (t & 31)).view(np.int32))
 
 
 def _byte_token(index: TokenIndex, b: int) -> int | None:

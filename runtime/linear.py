@@ -9,6 +9,12 @@ Formats (WEIGHT_FORMATS):
           of 32: w = d*q + m) requantizes to exactly its own d, m and q (bar bf16 rounding of d and m). Any
           other weight (an 8-bit or float source, e.g. SmolLM2's Q8_0 embedding/head) would lose precision
           in 4 bits and becomes int8 instead: int4 never costs fidelity beyond int8's.
+    w4a16 the same 4-bit weights, with the bfloat16 activations quantized inside the kernel per block of 32
+          to two int8 digits (about 15 bits, finer than bfloat16) and integer dot products (kernels/w4a8_cpu.py,
+          built on the machine; offered only where it builds). Weights off the 4-bit grid, or of shapes the
+          4-bit kernels cannot take, become int8 as with int4.
+    w4a8  as w4a16 with one int8 digit per activation, as llama.cpp quantizes them: faster, but below the
+          fidelity gate on SmolLM2 (96.6% top-1), so offered only by name.
 
 Every layer maps x [T, in] in its activation dtype to [T, out] in the same dtype. `SizedLinear` holds two
 formats of one weight and runs decode rows (few per pass, bound by reading weights) in one and prefill rows
@@ -21,7 +27,9 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4")
+WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4", "w4a16", "w4a8")
+KERNEL_DIGITS = {"w4a16": 2, "w4a8": 1}     # formats on kernels/w4a8_cpu.py: int8 digits per activation
+FOUR_BIT_FORMATS = ("int4", *KERNEL_DIGITS)
 INT4_GROUP = 32
 
 
@@ -80,7 +88,7 @@ def int4_grid(weight: torch.Tensor, group: int = INT4_GROUP, tolerance: float = 
     group of `group` inputs, or None when some weight lies off that grid by more than `tolerance` steps
     (the weight was not 4-bit to begin with)."""
     out_f, in_f = weight.shape
-    if in_f % group or out_f % 8:                    # shapes torch's packed int4 kernel cannot take
+    if in_f % group or out_f % 16:                   # shapes the packed int4 kernels (torch's, ours) cannot take
         return None
     w = weight.float().view(out_f, in_f // group, group)
     lo, hi = w.amin(dim=-1), w.amax(dim=-1)                                       # [out, groups]
@@ -113,6 +121,49 @@ class Int4Linear:
     @property
     def nbytes(self) -> int:
         return self.packed.numel() + 2 * self.scales_zeros.numel()
+
+
+class W4A8Linear:
+    """4-bit weights x activations in `digits` int8 digits (kernels/w4a8_cpu.py); bfloat16 in and out."""
+
+    def __init__(self, grid: tuple[torch.Tensor, torch.Tensor, torch.Tensor], bias: torch.Tensor | None = None,
+                 digits: int = 2):
+        from sglite.kernels import w4a8_cpu
+
+        q, scale, lo = grid                                                       # from int4_grid()
+        self.digits = digits
+        self.weights = w4a8_cpu.pack(q, scale, lo)
+        self._gemm = w4a8_cpu.gemm_call()
+        self._ptrs = tuple(t.data_ptr() for t in self.weights)
+        self.bias = None if bias is None else bias.to(torch.bfloat16)
+        self.out_features, self.in_features = q.shape
+        self.dtype = torch.bfloat16
+
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
+        # x [T, in] bf16 -> [T, out] bf16; the shapes were checked once, in pack()
+        x = x.contiguous()
+        y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
+        qw, wd, wm = self._ptrs
+        if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
+                                     self.in_features, self.digits, torch.get_num_threads()) != 0:
+            raise MemoryError(f"w4a8 kernel: out of memory for {x.shape[0]} rows")
+        return y if self.bias is None else y + self.bias
+
+    @property
+    def nbytes(self) -> int:
+        return self.weights.nbytes
+
+
+def four_bit_linear(grid, bias: torch.Tensor | None, fmt: str) -> Linear:
+    """A 4-bit grid (int4_grid, whose shapes both kernels take) as `fmt` (a FOUR_BIT_FORMATS name)."""
+    return W4A8Linear(grid, bias, KERNEL_DIGITS[fmt]) if fmt in KERNEL_DIGITS else Int4Linear(grid, bias)
+
+
+def w4a8_unavailable() -> str | None:
+    """Why the w4a16 / w4a8 formats cannot run here (no C compiler, ...), or None when they can."""
+    from sglite.kernels import w4a8_cpu
+
+    return w4a8_cpu.unavailable_reason()
 
 
 class SizedLinear:
@@ -175,9 +226,9 @@ def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str) -> Linear:
     if small_fmt == "fp32":
         return make_linear(weight, None, "fp32")
     large = make_linear(weight, None, large_fmt)
-    if small_fmt == "int4":
+    if small_fmt in FOUR_BIT_FORMATS:
         grid = int4_grid(weight, tolerance=float("inf"))
-        small = Int4Linear(grid) if grid is not None else make_linear(weight, None, "int8")
+        small = four_bit_linear(grid, None, small_fmt) if grid is not None else make_linear(weight, None, "int8")
         return RefinedHead(SizedLinear(small, large), weight)
     if small_fmt == large_fmt:
         return RefinedHead(large, weight)
@@ -192,9 +243,11 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
         return DenseLinear(weight.to(torch.bfloat16), None if bias is None else bias.to(torch.bfloat16))
     if fmt == "int8":
         return Int8Linear(weight, bias)
-    if fmt == "int4":
+    if fmt in FOUR_BIT_FORMATS:
+        if fmt in KERNEL_DIGITS and (why := w4a8_unavailable()) is not None:
+            raise ValueError(f"weights {fmt!r} need the w4a8 CPU kernel, which is unavailable here: {why}")
         grid = int4_grid(weight)
-        return Int8Linear(weight, bias) if grid is None else Int4Linear(grid, bias)
+        return Int8Linear(weight, bias) if grid is None else four_bit_linear(grid, bias, fmt)
     raise ValueError(f"unknown weight format {fmt!r}; choose one of {WEIGHT_FORMATS}")
 
 

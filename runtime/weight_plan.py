@@ -4,7 +4,7 @@ A plan names a format for decode rows (few per pass, bound by reading the weight
 (many per pass, bound by arithmetic); each request's tokens go through the format of their phase whatever shares
 the batch, so greedy outputs do not depend on batch composition. `"auto"` checks the CPU's features and times
 matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count and model
-shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v2.json`. Nothing is
+shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
 assumed from flags alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .linear import WEIGHT_FORMATS, activation_dtype, make_linear
+from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear, w4a8_unavailable
 
 log = logging.getLogger("sglite.runtime")
 
@@ -27,7 +27,7 @@ log = logging.getLogger("sglite.runtime")
 # top-1 agreement with fp32 >= 98%, mean KL <= 0.01 nats); "auto" picks only among these. int8 (one scale per
 # output channel) fails it on SmolLM2's Q4_1 weights (95.7% top-1: a row-wide scale cannot hold weights that
 # were quantized per group of 32), so it is offered only when asked for by name.
-GATED_FORMATS = ("fp32", "bf16", "int4")
+GATED_FORMATS = ("fp32", "bf16", "int4", "w4a16")
 BENCH_ROWS = (1, 8, 32, 128)   # pass sizes the measurement times
 
 
@@ -93,7 +93,7 @@ def cpu_model() -> str:
 
 
 def _cache_path() -> Path:
-    return Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "weight_plans_v2.json"
+    return Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "weight_plans_v3.json"
 
 
 def _time_format(fmt: str, shapes: list[tuple[int, int]], rows: tuple[int, ...], trials: int = 5) -> dict[int, float]:
@@ -130,12 +130,13 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
     layer_params = sum(o * i for o, i in per_layer)
     copies = max(1, min(8, (48 << 20) // (4 * layer_params)))     # ~48 MB of fp32 weights
     shapes = per_layer * copies + [(min(vocab, 16384), hidden)]
+    candidates = [f for f in GATED_FORMATS if f not in KERNEL_DIGITS or w4a8_unavailable() is None]
     with torch.inference_mode():
-        times = {fmt: _time_format(fmt, shapes, BENCH_ROWS) for fmt in GATED_FORMATS}
+        times = {fmt: _time_format(fmt, shapes, BENCH_ROWS) for fmt in candidates}
     # decode: time per token summed over decode batch sizes 1, 8 and 32 (batch 1's latency weighs most)
-    small = min(GATED_FORMATS, key=lambda f: sum(times[f][m] / m for m in BENCH_ROWS[:-1]))
+    small = min(candidates, key=lambda f: sum(times[f][m] / m for m in BENCH_ROWS[:-1]))
     # prefill shares the decode format's activation dtype (fp32 pairs only with itself)
-    family = [f for f in GATED_FORMATS if activation_dtype(f) == activation_dtype(small)]
+    family = [f for f in candidates if activation_dtype(f) == activation_dtype(small)]
     large = min(family, key=lambda f: times[f][BENCH_ROWS[-1]])
     plan = WeightPlan(small, large)
     report = {fmt: {str(m): round(t * 1e12, 1) for m, t in ts.items()} for fmt, ts in times.items()}
@@ -148,9 +149,11 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
     dev = torch.device(device)
     if spec != "auto":
         plan = WeightPlan.parse(spec)
-        if dev.type != "cpu" and {plan.small, plan.large} & {"int8", "int4"}:
-            raise ValueError(f"weights={spec!r}: int8 and int4 weights run on the CPU only; on {dev.type} use "
-                             "'fp32' or 'bf16'")
+        if dev.type != "cpu" and {plan.small, plan.large} - {"fp32", "bf16"}:
+            raise ValueError(f"weights={spec!r}: int8, int4, w4a16 and w4a8 weights run on the CPU only; on "
+                             f"{dev.type} use 'fp32' or 'bf16'")
+        if {plan.small, plan.large} & set(KERNEL_DIGITS) and (why := w4a8_unavailable()) is not None:
+            raise ValueError(f"weights={spec!r}: the w4a8 CPU kernel is unavailable here ({why}); use 'int4'")
         return plan
     if dev.type != "cpu":
         return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference

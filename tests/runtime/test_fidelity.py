@@ -45,7 +45,7 @@ def decode_path_logits(model, ids: list[int]) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("weights,path", [(f, "prefill") for f in GATED_FORMATS if f != "fp32"]
-                         + [("int4+bf16", "prefill"), ("int4+bf16", "decode")])
+                         + [("int4+bf16", "prefill"), ("int4+bf16", "decode"), ("w4a16", "decode")])
 def test_reduced_format_passes_the_gate(reference, real_model, weights, path):
     from sglite.runtime.model import load_model
 

@@ -1,0 +1,219 @@
+/* W4A8 matmul for the CPU: 4-bit weights in blocks of 32 (w = d*q + m, as GGUF Q4_1 stores them) times
+ * activations quantized on the fly to int8 in blocks of 32 (x ~= s*a), integer dot products per block.
+ * Built on the machine it runs on (kernels/w4a8_cpu.py: cc -O3 -march=native -fopenmp), so the path below is
+ * the best the CPU has: AVX-512 VNNI, else plain C (which the compiler vectorizes as it can). Each path is
+ * deterministic; they sum their floats in different orders, so two machines may differ in the last bits.
+ *
+ * Weights of one matrix [N, K] (K % 32 == 0, N % 16 == 0), packed by the caller in tiles of 16 rows:
+ *   qw [N/16][K/32][4][64] uint8  tile t, block b, quarter h: byte 4r + j holds q[16t + r][32b + 8h + j] in
+ *                                 its low nibble and q[16t + r][32b + 8h + 4 + j] in its high nibble
+ *   wd [N/16][K/32][16]   fp16    d of each row's block
+ *   wm [N/16][K/32][16]   fp16    m of each row's block
+ * So a 64-byte load holds 4 values of a block for each of 16 rows: one integer dot-product instruction against
+ * 4 activations broadcast to every lane advances 16 outputs at once, and a tile's 16 outputs end in one
+ * register with no horizontal sums.
+ * Activations x [M][K] and the result y [M][N] are bfloat16 bits; y rounds to nearest even.
+ *
+ * y[i][n] = sum_b d[n][b] s[i][b] (sum_k q a)  +  sum_b m[n][b] (s[i][b] sum_k a)     (each sum in b order)
+ *   s = max|x| / 127 over the block, a = round_half_even(x * 127 / max|x|)  (all zero for an all-zero block)
+ *
+ * Every row i goes through the same operations in the same order whatever M is, so a row's result does not
+ * depend on the rows beside it (the runtime relies on this: outputs must not depend on batch composition).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static inline float bf16_to_f32(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline uint16_t f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+
+static inline float f16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, f = h & 0x3FFu;
+    float v = e == 0 ? ldexpf((float)f, -24) : e == 31 ? (f ? NAN : INFINITY) : ldexpf((float)(f | 0x400u), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u |= sign;
+    memcpy(&v, &u, 4);
+    return v;
+#endif
+}
+
+/* one row of K activations -> a [digits][K] int8, s [K/32] block scales, sa [K/32] = s * sum of the block's
+ * integer values. digits 1: x ~= s * a0, s = max|x| / 127. digits 2: a second int8 digit quantizes what the
+ * first left, x ~= s * (256 a0 + a1) with s = max|x| / (127 * 256): about 15 bits per block, finer than
+ * bfloat16's 8. */
+static void quantize_row(const uint16_t *x, int K, int digits, int8_t *a, float *s, float *sa) {
+    for (int b = 0; b < K / 32; b++) {
+        float xs[32], amax = 0.f;
+        for (int j = 0; j < 32; j++) {
+            xs[j] = bf16_to_f32(x[b * 32 + j]);
+            amax = fmaxf(amax, fabsf(xs[j]));
+        }
+        const float inv = amax > 0.f ? 127.f / amax : 0.f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            const float t = xs[j] * inv;
+            const int q = (int)nearbyintf(t);
+            a[b * 32 + j] = (int8_t)q;
+            if (digits == 2) {
+                int r = (int)nearbyintf((t - (float)q) * 256.f);
+                r = r > 127 ? 127 : r < -127 ? -127 : r;
+                a[K + b * 32 + j] = (int8_t)r;
+                sum += 256 * q + r;
+            } else {
+                sum += q;
+            }
+        }
+        s[b] = digits == 2 ? amax / 127.f / 256.f : amax / 127.f;
+        sa[b] = s[b] * (float)sum;
+    }
+}
+
+#define MR 4 /* activation rows per pass over a tile's weights */
+
+/* y[i][0..16) for mr <= MR activation rows (a, s, sa: row i at i * K, i * nb) against one tile of 16 weight
+ * rows; y rows are ldy apart */
+static inline __attribute__((always_inline)) void tile_rows(
+    const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s, const float *sa, int mr,
+    int K, const int digits, uint16_t *y, int ldy) {
+    const size_t lda = (size_t)digits * K;
+    const int nb = K / 32;
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+    const __m512i lo4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[MR], macc[MR];
+    for (int i = 0; i < MR; i++) acc[i] = macc[i] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i w[8];   /* w[2h]: values 8h..8h+3 of the block for 16 rows, w[2h+1]: 8h+4..8h+7 */
+        for (int h = 0; h < 4; h++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(qw + (size_t)b * 256 + h * 64));
+            w[2 * h] = _mm512_and_si512(v, lo4);
+            w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+        }
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wd + (size_t)b * 16)));
+        const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wm + (size_t)b * 16)));
+        for (int i = 0; i < mr; i++) {
+            const int8_t *ab = a + (size_t)i * lda + b * 32;
+            __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
+            for (int h = 0; h < 4; h++) {
+                int32_t lo, hi;
+                memcpy(&lo, ab + 8 * h, 4);
+                memcpy(&hi, ab + 8 * h + 4, 4);
+                i0 = _mm512_dpbusd_epi32(i0, w[2 * h], _mm512_set1_epi32(lo));
+                i1 = _mm512_dpbusd_epi32(i1, w[2 * h + 1], _mm512_set1_epi32(hi));
+            }
+            __m512i idot = _mm512_add_epi32(i0, i1);
+            if (digits == 2) {   /* |sum q a0| <= 32 * 15 * 127: times 256 still fits int32 */
+                __m512i j0 = _mm512_setzero_si512(), j1 = _mm512_setzero_si512();
+                for (int h = 0; h < 4; h++) {
+                    int32_t lo, hi;
+                    memcpy(&lo, ab + K + 8 * h, 4);
+                    memcpy(&hi, ab + K + 8 * h + 4, 4);
+                    j0 = _mm512_dpbusd_epi32(j0, w[2 * h], _mm512_set1_epi32(lo));
+                    j1 = _mm512_dpbusd_epi32(j1, w[2 * h + 1], _mm512_set1_epi32(hi));
+                }
+                idot = _mm512_add_epi32(_mm512_slli_epi32(idot, 8), _mm512_add_epi32(j0, j1));
+            }
+            const __m512 dots = _mm512_cvtepi32_ps(idot);
+            acc[i] = _mm512_fmadd_ps(dots, _mm512_mul_ps(d, _mm512_set1_ps(s[(size_t)i * nb + b])), acc[i]);
+            macc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(sa[(size_t)i * nb + b]), macc[i]);
+        }
+    }
+    for (int i = 0; i < mr; i++) {
+        /* float32 -> bfloat16, round to nearest even */
+        __m512i u = _mm512_castps_si512(_mm512_add_ps(acc[i], macc[i]));
+        u = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
+                                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
+        _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
+    }
+#else
+    for (int i = 0; i < mr; i++) {
+        float acc[16] = {0}, macc[16] = {0};
+        for (int b = 0; b < nb; b++) {
+            const int8_t *ab = a + (size_t)i * lda + b * 32;
+            const float sb = s[(size_t)i * nb + b], sab = sa[(size_t)i * nb + b];
+            for (int r = 0; r < 16; r++) {
+                int dot = 0;
+                for (int h = 0; h < 4; h++)
+                    for (int j = 0; j < 4; j++) {
+                        const uint8_t v = qw[(size_t)b * 256 + h * 64 + 4 * r + j];
+                        int lo = ab[8 * h + j], hi = ab[8 * h + 4 + j];
+                        if (digits == 2) {
+                            lo = 256 * lo + ab[K + 8 * h + j];
+                            hi = 256 * hi + ab[K + 8 * h + 4 + j];
+                        }
+                        dot += (int)(v & 0x0F) * lo + (int)(v >> 4) * hi;
+                    }
+                acc[r] += (float)dot * (f16_to_f32(wd[(size_t)b * 16 + r]) * sb);
+                macc[r] += f16_to_f32(wm[(size_t)b * 16 + r]) * sab;
+            }
+        }
+        for (int r = 0; r < 16; r++) y[(size_t)i * ldy + r] = f32_to_bf16(acc[r] + macc[r]);
+    }
+#endif
+}
+
+/* The ISA this build uses, for logs and cache keys. */
+const char *w4a8_isa(void) {
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+    return "avx512_vnni";
+#else
+    return "scalar";
+#endif
+}
+
+static void tiles_1(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s,
+                    const float *sa, int mr, int K, uint16_t *y, int ldy) {
+    tile_rows(qw, wd, wm, a, s, sa, mr, K, 1, y, ldy);
+}
+
+static void tiles_2(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s,
+                    const float *sa, int mr, int K, uint16_t *y, int ldy) {
+    tile_rows(qw, wd, wm, a, s, sa, mr, K, 2, y, ldy);
+}
+
+/* y [M][N] = x [M][K] @ W^T on nthreads threads, activations in `digits` (1 or 2) int8 digits (see the top of
+ * this file). Returns 0, or -1 when out of memory (y is then untouched). */
+int w4a8_gemm(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const uint16_t *x, uint16_t *y, int M,
+              int N, int K, int digits, int nthreads) {
+    const int nb = K / 32, tiles = N / 16;
+    void (*run)(const uint8_t *, const uint16_t *, const uint16_t *, const int8_t *, const float *, const float *,
+                int, int, uint16_t *, int) = digits == 2 ? tiles_2 : tiles_1;
+    int8_t *a = malloc((size_t)M * digits * K);
+    float *s = malloc((size_t)M * nb * sizeof(float)), *sa = malloc((size_t)M * nb * sizeof(float));
+    const int failed = a == NULL || s == NULL || sa == NULL;
+    if (!failed) {
+#pragma omp parallel num_threads(nthreads) if (nthreads > 1)
+        {
+#pragma omp for schedule(static)
+            for (int i = 0; i < M; i++)
+                quantize_row(x + (size_t)i * K, K, digits, a + (size_t)i * digits * K, s + (size_t)i * nb,
+                             sa + (size_t)i * nb);
+#pragma omp for schedule(static)
+            for (int t = 0; t < tiles; t++)
+                for (int i0 = 0; i0 < M; i0 += MR)
+                    run(qw + (size_t)t * nb * 256, wd + (size_t)t * nb * 16, wm + (size_t)t * nb * 16,
+                        a + (size_t)i0 * digits * K, s + (size_t)i0 * nb, sa + (size_t)i0 * nb,
+                        M - i0 < MR ? M - i0 : MR, K, y + (size_t)i0 * N + t * 16, N);
+        }
+    }
+    free(a);
+    free(s);
+    free(sa);
+    return failed ? -1 : 0;
+}

@@ -1,0 +1,227 @@
+"""W4A8 matmul for the CPU: 4-bit weights in blocks of 32 (w = d*q + m, GGUF Q4_1's own grid) times bfloat16
+activations that the kernel quantizes to int8 per block of 32, with integer dot products (AVX-512 VNNI where the
+CPU has it, else AVX2, else plain C): what llama.cpp does for a Q4_1 model, and what torch's int4 CPU matmul
+does not (it converts each weight to float, and costs as much per row at 32 rows as at one).
+
+The kernel is C (`w4a8_cpu.c`), compiled on the machine at first use with the system C compiler (`$CC`, else
+`cc`) and `-march=native`, and cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `kernels/`, keyed by the
+source, the compiler and the CPU's flags. With no compiler, or `SGLITE_NATIVE_KERNELS=0`, `available()` is
+False and the runtime does not offer the format (`unavailable_reason()` says why).
+
+    pack(q, d, m) -> W4A8Weights        q [N, K] ints 0..15, d/m [N, K/32]: w[n, k] = d[n, k/32] * q + m[...]
+    w4a8_linear(x, w) -> y              x [M, K] bf16 -> y [M, N] bf16 (one call, the kernel's threads)
+    w4a8_linear_ref(x, w) -> y          the same arithmetic in torch (float64 sums), the tests' reference
+
+Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import NamedTuple
+
+import torch
+
+log = logging.getLogger("sglite.kernels")
+
+_SOURCE = Path(__file__).with_name("w4a8_cpu.c")
+_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-shared", "-std=c11"]
+_lock = threading.Lock()
+_state: dict[str, object] = {}        # "lib": the loaded library or None, "why": why not
+
+
+class W4A8Weights(NamedTuple):
+    qw: torch.Tensor     # [N, K/2] uint8 in tiles of 16 rows (layout: w4a8_cpu.c)
+    wd: torch.Tensor     # [N, K/32] float16: d per block, in tiles: [N/16][K/32][16]
+    wm: torch.Tensor     # [N, K/32] float16: m per block, the same way
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.qw.shape[0], self.qw.shape[1] * 2
+
+    @property
+    def nbytes(self) -> int:
+        return self.qw.numel() + 2 * (self.wd.numel() + self.wm.numel())
+
+
+def fits(out_features: int, in_features: int) -> bool:
+    return in_features % 32 == 0 and out_features % 16 == 0
+
+
+def _cpu_flags_line() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return ""
+
+
+def _compiler_version(cc: str) -> str:
+    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else ""
+
+
+def _build(march: str = "native") -> ctypes.CDLL:
+    """Compile (or find in the cache) and load the kernel for `-march=<march>` ("native": this CPU's best; the
+    tests also build "x86-64", the portable path); raises OSError/RuntimeError saying what failed."""
+    flags = [*_FLAGS, f"-march={march}"]
+    cc = os.environ.get("CC") or "cc"
+    try:
+        version = _compiler_version(cc)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise RuntimeError(f"no C compiler ({cc}): {e}") from None
+    src = _SOURCE.read_bytes()
+    key = hashlib.sha256(b"\0".join([src, version.encode(), " ".join(flags).encode(),
+                                     _cpu_flags_line().encode()])).hexdigest()[:16]
+    cache = Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "kernels"
+    lib_path = cache / f"w4a8_cpu-{key}.so"
+    if not lib_path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
+        os.close(fd)
+        try:
+            out = subprocess.run([cc, *flags, "-o", tmp, str(_SOURCE), "-lm"], capture_output=True, text=True,
+                                 timeout=300)
+            if out.returncode != 0:
+                raise RuntimeError(f"{cc} failed on {_SOURCE.name}: {out.stderr.strip()[-2000:]}")
+            os.replace(tmp, lib_path)       # atomic: other processes see the whole library or none
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    # torch is loaded first (imported above), so the kernel's libgomp resolves to torch's: one OpenMP runtime
+    lib = ctypes.CDLL(str(lib_path))
+    lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+    lib.w4a8_gemm.restype = ctypes.c_int
+    lib.w4a8_isa.restype = ctypes.c_char_p
+    return lib
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded kernel library, built on first call; None when it cannot be (see unavailable_reason())."""
+    if "lib" not in _state:
+        with _lock:
+            if "lib" not in _state:
+                if os.environ.get("SGLITE_NATIVE_KERNELS", "1") == "0":
+                    _state["why"] = "SGLITE_NATIVE_KERNELS=0"
+                    _state["lib"] = None
+                else:
+                    try:
+                        _state["lib"] = _build()
+                        log.info("w4a8 kernel: %s", _state["lib"].w4a8_isa().decode())
+                    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+                        _state["why"] = str(e)
+                        _state["lib"] = None
+                        log.warning("w4a8 kernel unavailable: %s", e)
+    return _state["lib"]  # type: ignore[return-value]
+
+
+def available() -> bool:
+    return library() is not None
+
+
+def unavailable_reason() -> str | None:
+    return None if available() else str(_state.get("why"))
+
+
+def isa() -> str | None:
+    lib = library()
+    return None if lib is None else lib.w4a8_isa().decode()
+
+
+def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:
+    """q [N, K] integers in 0..15; d, m [N, K/32] (any float dtype; stored as float16)."""
+    N, K = q.shape
+    if not fits(N, K):
+        raise ValueError(f"w4a8 needs in_features % 32 == 0 and out_features % 16 == 0, got [{N}, {K}]")
+    if d.shape != (N, K // 32) or m.shape != (N, K // 32):
+        raise ValueError(f"d and m must be [{N}, {K // 32}], got {tuple(d.shape)} and {tuple(m.shape)}")
+    T, nb = N // 16, K // 32
+    # (tile, row, block, quarter, half, j) -> (tile, block, quarter, row, j, half); half 0 low nibble, 1 high
+    q6 = q.to(torch.uint8).view(T, 16, nb, 4, 2, 4).permute(0, 2, 3, 1, 5, 4)
+    qw = (q6[..., 0] | (q6[..., 1] << 4)).reshape(N, K // 2).contiguous()
+
+    def by_tile(v: torch.Tensor) -> torch.Tensor:      # [N, nb] -> [N/16 * nb, 16]: a tile's block, 16 rows
+        return v.to(torch.float16).view(T, 16, nb).transpose(1, 2).reshape(N, nb).contiguous()
+
+    return W4A8Weights(qw, by_tile(d), by_tile(m))
+
+
+def unpack(w: W4A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """pack's inverse: (q [N, K] uint8, d, m [N, K/32] float16) in natural order."""
+    N, K = w.shape
+    T, nb = N // 16, K // 32
+    b = w.qw.view(T, nb, 4, 16, 4)
+    q = torch.stack([b & 0x0F, b >> 4], dim=-1).permute(0, 3, 1, 2, 5, 4).reshape(N, K)
+
+    def natural(v: torch.Tensor) -> torch.Tensor:
+        return v.view(T, nb, 16).transpose(1, 2).reshape(N, nb)
+
+    return q, natural(w.wd), natural(w.wm)
+
+
+def gemm_call():
+    """The kernel as a function of plain ints (qw, wd, wm, x, y pointers; M, N, K, digits, threads) -> status,
+    unchecked, for callers that check shapes once (runtime/linear.py): through numba, about 1 µs a call
+    against ctypes' 2-3 µs; ctypes where numba is missing."""
+    if "call" not in _state:
+        fn = library().w4a8_gemm
+        try:
+            import numba
+        except ImportError:
+            _state["call"] = fn
+        else:
+            _state["call"] = numba.njit(lambda qw, wd, wm, x, y, M, N, K, digits, threads:
+                                        fn(qw, wd, wm, x, y, M, N, K, digits, threads))
+    return _state["call"]
+
+
+def w4a8_linear(x: torch.Tensor, w: W4A8Weights, digits: int = 1, out: torch.Tensor | None = None,
+                lib: ctypes.CDLL | None = None) -> torch.Tensor:
+    """x [M, K] bfloat16 (CPU, contiguous) -> [M, N] bfloat16 (`out` when given), on torch's thread count.
+    digits: 1 quantizes activations to one int8 per value; 2 adds a second int8 digit for what the first left
+    (about 15 bits per block of 32, finer than bfloat16; twice the integer work)."""
+    if digits not in (1, 2):
+        raise ValueError(f"digits must be 1 or 2, got {digits!r}")
+    lib = lib or library()
+    if lib is None:
+        raise RuntimeError(f"the w4a8 CPU kernel is unavailable: {unavailable_reason()}")
+    N, K = w.shape
+    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != K or not x.is_contiguous():
+        raise ValueError(f"w4a8_linear takes x as a contiguous [M, {K}] bfloat16 tensor, got "
+                         f"{x.dtype} {tuple(x.shape)}{'' if x.is_contiguous() else ' (not contiguous)'}")
+    M = x.shape[0]
+    y = torch.empty((M, N), dtype=torch.bfloat16) if out is None else out
+    if M and lib.w4a8_gemm(w.qw.data_ptr(), w.wd.data_ptr(), w.wm.data_ptr(), x.data_ptr(), y.data_ptr(),
+                           M, N, K, digits, torch.get_num_threads()) != 0:
+        raise MemoryError(f"w4a8_linear: out of memory for a [{M}, {K}] x [{N}, {K}] matmul")
+    return y
+
+
+def w4a8_linear_ref(x: torch.Tensor, w: W4A8Weights, digits: int = 1) -> torch.Tensor:
+    """The kernel's arithmetic in torch: activations quantized the same way, sums in float64."""
+    N, K = w.shape
+    M = x.shape[0]
+    xb = x.float().view(M, K // 32, 32)
+    amax = xb.abs().amax(-1, keepdim=True)                                     # [M, K/32, 1]
+    # a true division, as the kernel's (127.0 / tensor is reciprocal-then-multiply, an ulp off at times)
+    inv = torch.where(amax > 0, torch.full_like(amax, 127.0).div(amax), torch.zeros_like(amax))
+    t = xb * inv
+    a = torch.round(t)                                                         # half to even, as nearbyintf
+    s = amax.div(127.0).double()                                               # [M, K/32, 1]
+    if digits == 2:
+        a = 256 * a + torch.round((t - a) * 256).clamp(-127, 127)
+        s = s / 256
+    q, d, mm = unpack(w)
+    q = q.view(N, K // 32, 32).double()                                        # [N, K/32, 32]
+    dots = torch.einsum("mbj,nbj->mnb", a.double(), q)                          # [M, N, K/32] exact integers
+    d, mm = d.double(), mm.double()                                            # [N, K/32]
+    y = (dots * d[None] * s[:, None, :, 0]).sum(-1) + (mm[None] * (s[..., 0] * a.double().sum(-1))[:, None]).sum(-1)
+    return y.to(torch.bfloat16)

@@ -1,0 +1,91 @@
+"""The W4A8 CPU kernel (C, built on this machine) against its torch reference: this CPU's build and the portable
+one, one and two activation digits, row counts around the kernel's 4-row passes, and rows that do not depend
+on the rows beside them."""
+import pytest
+import torch
+
+from sglite.kernels import w4a8_cpu as k
+
+pytestmark = pytest.mark.skipif(not k.available(), reason=f"w4a8 kernel unavailable: {k.unavailable_reason()}")
+
+
+def random_weights(N: int, K: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randint(0, 16, (N, K), generator=g)
+    d = torch.rand(N, K // 32, generator=g) * 0.02 + 1e-3
+    m = -torch.rand(N, K // 32, generator=g) * 0.1
+    return q, d, m, g
+
+
+@pytest.fixture(scope="module", params=["native", "x86-64"])
+def lib(request):
+    return k.library() if request.param == "native" else k._build("x86-64")
+
+
+@pytest.mark.parametrize("M,N,K", [(1, 16, 32), (3, 48, 96), (4, 576, 576), (5, 64, 1536), (9, 32, 64)])
+@pytest.mark.parametrize("digits", [1, 2])
+def test_matches_reference(lib, M, N, K, digits):
+    q, d, m, g = random_weights(N, K, M * N + K)
+    w = k.pack(q, d, m)
+    x = (torch.randn(M, K, generator=g) * 3).to(torch.bfloat16)
+    if M > 1:
+        x[-1, :32] = 0                                     # an all-zero block: scale 0, no division by it
+    x[0, -32:] *= 1000                                     # an outlier block
+    y = k.w4a8_linear(x, w, digits, lib=lib)
+    ref = k.w4a8_linear_ref(x, w, digits).float()
+    # float32 sums in another order than the reference's float64, then bf16 rounding: one bf16 step, plus
+    # float32 cancellation in rows whose terms are far larger than their sum
+    tol = ref.abs() * 2 ** -7 + 1e-5 * ref.abs().amax(dim=1, keepdim=True)
+    assert bool(((y.float() - ref).abs() <= tol).all())
+    # and close to the float32 matmul of the dequantized weights (the activation rounding is the only loss)
+    wf = (q.float().view(N, K // 32, 32) * d.half().float()[..., None] + m.half().float()[..., None]).view(N, K)
+    exact = x.float() @ wf.T
+    rel = float((y.float() - exact).norm() / exact.norm())
+    assert rel < (0.02 if digits == 1 else 0.004), rel
+
+
+@pytest.mark.parametrize("digits", [1, 2])
+def test_a_row_does_not_depend_on_its_batch(lib, digits):
+    q, d, m, g = random_weights(64, 576, 7)
+    w = k.pack(q, d, m)
+    x = torch.randn(11, 576, generator=g).to(torch.bfloat16)
+    whole = k.w4a8_linear(x, w, digits, lib=lib)
+    for i in range(11):
+        assert torch.equal(k.w4a8_linear(x[i:i + 1].contiguous(), w, digits, lib=lib), whole[i:i + 1])
+    assert torch.equal(k.w4a8_linear(x[3:9].contiguous(), w, digits, lib=lib), whole[3:9])
+
+
+def test_pack_round_trips_and_checks_shapes():
+    q, d, m, _ = random_weights(32, 96, 1)
+    w = k.pack(q, d, m)
+    q2, d2, m2 = k.unpack(w)
+    assert torch.equal(q2.long(), q) and torch.equal(d2, d.half()) and torch.equal(m2, m.half())
+    with pytest.raises(ValueError, match="out_features % 16"):
+        k.pack(q[:8], d[:8], m[:8])
+    with pytest.raises(ValueError, match="must be"):
+        k.pack(q, d[:, :2], m)
+
+
+def test_bad_inputs_are_refused_by_name():
+    q, d, m, _ = random_weights(16, 64, 2)
+    w = k.pack(q, d, m)
+    with pytest.raises(ValueError, match="bfloat16"):
+        k.w4a8_linear(torch.randn(2, 64), w)
+    with pytest.raises(ValueError, match=r"\[M, 64\]"):
+        k.w4a8_linear(torch.randn(2, 32).bfloat16(), w)
+    with pytest.raises(ValueError, match="digits"):
+        k.w4a8_linear(torch.randn(2, 64).bfloat16(), w, digits=3)
+
+
+def test_w4a16_linear_in_a_model_format():
+    """The runtime's 'w4a16' format runs this kernel with two digits; shapes the 4-bit kernels cannot take
+    become int8."""
+    from sglite.runtime.linear import Int8Linear, W4A8Linear, make_linear
+
+    q = torch.randint(0, 16, (48, 64))
+    q[:, 0::32], q[:, 1::32] = 0, 15
+    layer = make_linear(q * 0.01 - 0.08, None, "w4a16")
+    assert isinstance(layer, W4A8Linear) and layer.digits == 2
+    x = torch.randn(3, 64).bfloat16()
+    assert torch.equal(layer(x), k.w4a8_linear(x, layer.weights, 2))
+    assert isinstance(make_linear((q * 0.01 - 0.08)[:40], None, "w4a16"), Int8Linear)   # 40 rows: not % 16

@@ -29,7 +29,7 @@ class RayRuntime(Backend):
     `num_threads` CPUs, or per GPU on CUDA). num_threads: each replica's torch threads and the CPUs it declares
     to Ray. address: a cluster's "host:port" / "ray://host:port" / "auto"; None attaches to the local one
     (starting it if none runs). num_gpus: per replica (None: 1 on CUDA, else 0). shard_size: items per shard
-    (None: see Dispatcher.size_for). max_restarts: per replica slot. engine_options: Engine's (device, weights,
+    (None: see Dispatcher.policy). max_restarts: per replica slot. engine_options: Engine's (device, weights,
     max_total_tokens, ...)."""
 
     def __init__(self, model: Any = None, *, replicas: int | None = None, num_threads: int = 1,

@@ -1,10 +1,16 @@
 """Dispatcher: the driver's loop that sends shards of work to a ReplicaPool and streams results back.
 
 Items are (key, payload) pairs with unique keys. They go out in shards: a shard is the unit a replica runs at
-once (its engine batches the shard, and the shared prompt prefix is prefilled once per replica, then hit in its
-radix cache). Each replica holds at most `shards_per_replica` shards, so a replica that finishes early takes
-the next shard and none sits idle while another has a queue. A replica's results stream back one item at a
-time (a Ray streaming generator per shard), in completion order.
+once (its engine batches what it holds, and the shared prompt prefix is prefilled once per replica, then hit in
+its radix cache). A replica's results stream back one item at a time (a Ray streaming generator per shard), in
+completion order.
+
+Balance. The (sorted) items are cut into one contiguous run per replica, so neighbours (the same document twice,
+one template filled alike) stay on one replica and share its cache. Each replica holds up to `in_flight` items
+(by default its whole share, at most 64: what its engine batches) and is topped up from its own run as items
+come back, in shards of half that; a replica whose run is empty takes the back half of the longest other run.
+So in a job of more than 64 items a replica, no replica idles while another has a queue. With `shard_size`
+given, shards are exactly that size and each replica holds `shards_per_replica` of them (2 by default).
 
 Faults. When a replica dies (its actor killed, its node lost) every item it held that had not come back fails
 one attempt: it is queued again, at the front, for the other replicas or for the replica the pool starts in
@@ -27,6 +33,13 @@ class Failed(NamedTuple):
     final: bool
 
 
+class _Policy(NamedTuple):
+    shard_size: int     # the most items in one shard
+    in_flight: int      # the most items a replica holds
+    refill: int         # a replica is topped up once this many (or its whole run) can go out together
+    shards: int         # the most shards a replica holds (its actor runs them concurrently)
+
+
 @dataclass
 class _Shard:
     slot: Slot
@@ -34,11 +47,11 @@ class _Shard:
 
 
 class Dispatcher:
-    def __init__(self, pool: ReplicaPool, shard_size: int | None = None, shards_per_replica: int = 2,
+    def __init__(self, pool: ReplicaPool, shard_size: int | None = None, shards_per_replica: int | None = None,
                  max_attempts: int = 2):
         if shard_size is not None and shard_size < 1:
             raise ValueError(f"shard_size must be >= 1, got {shard_size}")
-        if shards_per_replica < 1 or max_attempts < 1:
+        if (shards_per_replica is not None and shards_per_replica < 1) or max_attempts < 1:
             raise ValueError("shards_per_replica and max_attempts must be >= 1")
         self.pool = pool
         self.shard_size = shard_size
@@ -48,13 +61,18 @@ class Dispatcher:
         self.on_usage: Callable[[], None] | None = None          # called after `usage` changes
         self.retried = 0                                         # items sent again after a failed attempt
 
-    def size_for(self, n_items: int) -> int:
-        """Documents per shard: the given size, else enough that every replica's first shards hold all items
-        of a small job (as many in flight as a local run), at most 64 (so a large job still balances)."""
+    def policy(self, n_items: int) -> "_Policy":
+        """How a job of n_items is sent (see the module docstring)."""
+        replicas = max(1, len(self.pool.slots))
         if self.shard_size is not None:
-            return self.shard_size
-        per = self.shards_per_replica * max(1, len(self.pool.slots))
-        return max(1, min(64, math.ceil(n_items / per)))
+            shards = self.shards_per_replica or 2
+            return _Policy(self.shard_size, self.shard_size * shards, self.shard_size, shards)
+        # a whole share in flight up to 64 items (halving a replica's batch cost more than the tail it
+        # balanced: bench/ray_extract.py, 40 documents: 75 s against 56 s), in shards of half that
+        in_flight = max(1, min(64, math.ceil(n_items / replicas)))
+        half = math.ceil(in_flight / 2)
+        shards = self.shards_per_replica or max(1, self.pool.spec.max_concurrency - 1)
+        return _Policy(half, in_flight, half, shards)
 
     def run(self, method: str, items: list[tuple[Any, Any]], args: tuple = (),
             is_failure: Callable[[Any], str | None] | None = None,
@@ -69,13 +87,12 @@ class Dispatcher:
         if order_key is not None:
             items = sorted(items, key=lambda item: order_key(item[1]))
         job = _Job(self, method, args, items)
-        while job.queue or job.running:
+        while job.queued or job.running:
             job.fill()
             starting = {slot.ready_ref: slot for slot in self.pool.starting()}
             if not job.running and not starting:   # every replica gone: what is left cannot run
-                for shard in job.queue:
-                    for key, _ in shard:
-                        yield key, Failed("no replica left to run it (all lost, no restarts left)", final=False)
+                for key, _ in job.queued_items():
+                    yield key, Failed("no replica left to run it (all lost, no restarts left)", final=False)
                 return
             ready, _ = ray.wait([*job.running, *starting], num_returns=1)
             for obj in ready:
@@ -99,25 +116,56 @@ class Dispatcher:
 
 
 class _Job:
-    """One run()'s state: shards not yet sent (`queue`), shards on replicas (`running`), attempts per key."""
+    """One run()'s state: each replica's run of items not yet sent (`runs`, by slot index; `retry` first, for
+    anyone), shards on replicas (`running`), attempts per key."""
 
     def __init__(self, dispatcher: Dispatcher, method: str, args: tuple, items: list[tuple[Any, Any]]):
         self.d, self.method, self.args = dispatcher, method, args
-        self.size = dispatcher.size_for(len(items))
-        self.queue = deque(items[i:i + self.size] for i in range(0, len(items), self.size))
+        self.policy = dispatcher.policy(len(items))
+        slots = [slot.index for slot in dispatcher.pool.slots] or [0]
+        per = math.ceil(len(items) / len(slots))
+        self.runs = {i: deque(items[n * per:(n + 1) * per]) for n, i in enumerate(slots)}
+        self.retry: deque = deque()
         self.payloads = dict(items)
         self.attempts: Counter = Counter()
         self.running: dict[Any, _Shard] = {}   # a replica's streaming generator -> its shard
 
+    @property
+    def queued(self) -> bool:
+        return bool(self.retry) or any(self.runs.values())
+
+    def queued_items(self) -> Iterator[tuple[Any, Any]]:
+        yield from self.retry
+        for run in self.runs.values():
+            yield from run
+
+    def _source(self, index: int) -> deque:
+        """Where replica `index` takes its next items: the retried ones, its own run, else the back half of the
+        longest other run (moved to its own)."""
+        if self.retry:
+            return self.retry
+        own = self.runs.setdefault(index, deque())
+        if not own:
+            donor = max(self.runs.values(), key=len)
+            for _ in range(math.ceil(len(donor) / 2)):
+                own.appendleft(donor.pop())
+        return own
+
     def fill(self) -> None:
-        """Send shards until every live replica holds shards_per_replica (or the queue is empty)."""
+        """Top up every live replica to the policy's in-flight items, in shards of at least `refill` items."""
+        p = self.policy
         for slot in self.d.pool.live():
-            held = sum(1 for s in self.running.values() if s.slot is slot)
-            while self.queue and held < self.d.shards_per_replica:
-                shard = self.queue.popleft()
+            mine = [s for s in self.running.values() if s.slot is slot]
+            held, shards = sum(len(s.pending) for s in mine), len(mine)
+            while shards < p.shards and held < p.in_flight and self.queued:
+                source = self._source(slot.index)
+                n = min(p.in_flight - held, p.shard_size, len(source))
+                if held and n < min(p.refill, len(source)):
+                    break                      # wait to send a worthwhile shard (neighbours stay together)
+                shard = [source.popleft() for _ in range(n)]
                 gen = getattr(slot.actor, self.method).options(num_returns="streaming").remote(shard, *self.args)
                 self.running[gen] = _Shard(slot, dict(shard))
-                held += 1
+                held, shards = held + n, shards + 1
 
     def receive(self, gen: Any) -> Iterator[tuple[Any, Any]]:
         """The next result of a ready shard: (key, outcome), or Failed items when the shard or its replica
@@ -155,8 +203,7 @@ class _Job:
             else:
                 again.append((key, payload))
         self.d.retried += len(again)
-        for i in range(0, len(again), self.size):
-            self.queue.appendleft(again[i:i + self.size])
+        self.retry.extendleft(reversed(again))
 
     def lose(self, slot: Slot, why: str) -> Iterator[tuple[Any, Failed]]:
         """The slot's replica is gone: fail what it held and start a replacement (if any is left)."""

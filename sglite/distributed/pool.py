@@ -20,7 +20,7 @@ class ReplicaSpec:
     engine_options: dict[str, Any] = field(default_factory=dict)
     num_cpus: int = 1
     num_gpus: float = 0.0
-    max_concurrency: int = 4               # shards a replica runs at once, plus the driver's small calls
+    max_concurrency: int = 16              # shards a replica runs at once, plus the driver's small calls
 
     def __post_init__(self) -> None:
         if self.num_cpus < 1:

@@ -82,3 +82,36 @@ def test_order_key_cuts_shards_from_sorted_payloads(ray_cluster):
     assert sorted(got) == list(range(6))
     assert {tuple(v) for v in got.values()} == {(1, 3), (0, 2), (4, 5)}
     assert {tuple(v) for v in unsorted.values()} == {(0, 1), (2, 3), (4, 5)}
+
+
+class SlowFrontReplica(FlakyReplica):
+    """Answers each item with its own pid; the replica whose first shard holds key 0 takes 20 ms an item, the
+    other 1 ms."""
+    slow = None
+
+    def work(self, shard):
+        import time
+        if self.slow is None:
+            self.slow = any(key == 0 for key, _ in shard)
+        for key, _ in shard:
+            time.sleep(0.02 if self.slow else 0.001)
+            yield key, os.getpid(), {"requests": 1}
+
+
+def test_a_fast_replica_takes_over_a_slow_ones_queue(ray_cluster):
+    """Each replica starts on its own half of the (sorted) items; the fast one, done early, takes the back half of
+    what the slow one has left, again and again, so the job ends when the slow one's in-flight items do."""
+    items = [(i, f"doc{i:03d}") for i in range(160)]     # 80 a replica: 64 in flight, 16 queued
+    pool = ReplicaPool(ReplicaSpec(num_cpus=1), replicas=2, max_restarts=0, actor_class=SlowFrontReplica).start()
+    try:
+        got = list(Dispatcher(pool).run("work", items, order_key=str))
+    finally:
+        pool.shutdown()
+    assert sorted(k for k, _ in got) == list(range(160))           # each key exactly once
+    by_pid: dict[int, list[int]] = {}
+    for key, pid in got:
+        by_pid.setdefault(pid, []).append(key)
+    slow = next(keys for keys in by_pid.values() if 0 in keys)
+    fast = next(keys for keys in by_pid.values() if 0 not in keys)
+    assert len(fast) > 88 and len(slow) < 72, (sorted(slow), sorted(fast))   # 80 each without stealing
+    assert max(slow) < 80                                          # the slow one only ever ran its own front

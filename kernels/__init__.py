@@ -6,6 +6,8 @@
     token_mask         apply a packed [B, ceil(V/32)] int32 token bitmask to logits
     decode_attention_cpu   paged decode attention for the CPU (numba), reading K/V in place; cascade over a
                            prefix every request shares
+    layer_ops_cpu      a decoder layer's small ops fused for the CPU (numba)
+    w4a8_cpu           4-bit weights x int8-quantized activations for the CPU (C, compiled on the machine)
 
 Import the submodules directly. Triton is imported only when a kernel is first used, so the torch references
 work without it; TRITON_INTERPRET=1 must be set before that first use to run the kernels on the CPU.

@@ -1,7 +1,7 @@
 /* W4A8 matmul for the CPU: 4-bit weights in blocks of 32 (w = d*q + m, as GGUF Q4_1 stores them) times
  * activations quantized on the fly to int8 in blocks of 32 (x ~= s*a), integer dot products per block.
  * Built on the machine it runs on (kernels/w4a8_cpu.py: cc -O3 -march=native -fopenmp), so the path below is
- * the best the CPU has: AVX-512 VNNI, else plain C (which the compiler vectorizes as it can). Each path is
+ * the best the CPU has: AVX-512 VNNI, else AVX2, else plain C (which the compiler vectorizes as it can). Each path is
  * deterministic; they sum their floats in different orders, so two machines may differ in the last bits.
  *
  * Weights of one matrix [N, K] (K % 32 == 0, N % 16 == 0), packed by the caller in tiles of 16 rows:
@@ -141,6 +141,60 @@ static inline __attribute__((always_inline)) void tile_rows(
                                                  _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
         _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
     }
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    /* two halves of 8 rows a tile; u8 x s8 pairs to int16 (at most 2 * 15 * 127 = 3810 each), summed over the
+     * block's 8 quarter-halves in int16 (at most 8 * 3810 = 30480: no overflow), then pairs to int32 */
+    const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    __m256 acc[MR][2], macc[MR][2];
+    for (int i = 0; i < MR; i++)
+        for (int g = 0; g < 2; g++) acc[i][g] = macc[i][g] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i w[2][8];   /* w[g][2h]: values 8h..8h+3 of rows 8g..8g+7, w[g][2h+1]: 8h+4..8h+7 */
+        for (int g = 0; g < 2; g++)
+            for (int h = 0; h < 4; h++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qw + (size_t)b * 256 + h * 64 + g * 32));
+                w[g][2 * h] = _mm256_and_si256(v, lo4);
+                w[g][2 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+            }
+        __m256 d[2], m[2];
+        for (int g = 0; g < 2; g++) {
+            d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)b * 16 + g * 8)));
+            m[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + (size_t)b * 16 + g * 8)));
+        }
+        for (int i = 0; i < mr; i++) {
+            const int8_t *ab = a + (size_t)i * lda + b * 32;
+            const __m256 si = _mm256_set1_ps(s[(size_t)i * nb + b]), sai = _mm256_set1_ps(sa[(size_t)i * nb + b]);
+            for (int g = 0; g < 2; g++) {
+                __m256i i16 = _mm256_setzero_si256();
+                for (int h = 0; h < 8; h++) {
+                    int32_t v4;
+                    memcpy(&v4, ab + 4 * h, 4);
+                    i16 = _mm256_add_epi16(i16, _mm256_maddubs_epi16(w[g][h], _mm256_set1_epi32(v4)));
+                }
+                __m256i idot = _mm256_madd_epi16(i16, ones);
+                if (digits == 2) {
+                    __m256i j16 = _mm256_setzero_si256();
+                    for (int h = 0; h < 8; h++) {
+                        int32_t v4;
+                        memcpy(&v4, ab + K + 4 * h, 4);
+                        j16 = _mm256_add_epi16(j16, _mm256_maddubs_epi16(w[g][h], _mm256_set1_epi32(v4)));
+                    }
+                    idot = _mm256_add_epi32(_mm256_slli_epi32(idot, 8), _mm256_madd_epi16(j16, ones));
+                }
+                acc[i][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_mul_ps(d[g], si), acc[i][g]);
+                macc[i][g] = _mm256_fmadd_ps(m[g], sai, macc[i][g]);
+            }
+        }
+    }
+    for (int i = 0; i < mr; i++)
+        for (int g = 0; g < 2; g++) {
+            __m256i u = _mm256_castps_si256(_mm256_add_ps(acc[i][g], macc[i][g]));
+            u = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF),
+                                                     _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
+            u = _mm256_srli_epi32(u, 16);   /* 8 values in the low halves of the 32-bit lanes */
+            const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+            _mm_storeu_si128((__m128i *)(y + (size_t)i * ldy + g * 8), packed);
+        }
 #else
     for (int i = 0; i < mr; i++) {
         float acc[16] = {0}, macc[16] = {0};
@@ -172,6 +226,8 @@ static inline __attribute__((always_inline)) void tile_rows(
 const char *w4a8_isa(void) {
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
     return "avx512_vnni";
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    return "avx2";
 #else
     return "scalar";
 #endif

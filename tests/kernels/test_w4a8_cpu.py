@@ -1,5 +1,5 @@
-"""The W4A8 CPU kernel (C, built on this machine) against its torch reference: this CPU's build and the portable
-one, one and two activation digits, row counts around the kernel's 4-row passes, and rows that do not depend
+"""The W4A8 CPU kernel (C, built on this machine) against its torch reference: this CPU's build, the AVX2 one and
+the portable one, one and two activation digits, row counts around the kernel's 4-row passes, and rows that do not depend
 on the rows beside them."""
 import pytest
 import torch
@@ -17,9 +17,18 @@ def random_weights(N: int, K: int, seed: int):
     return q, d, m, g
 
 
-@pytest.fixture(scope="module", params=["native", "x86-64"])
+@pytest.fixture(scope="module", params=["native", "haswell", "x86-64"])
 def lib(request):
-    return k.library() if request.param == "native" else k._build("x86-64")
+    """This CPU's build, the AVX2 one (haswell: AVX2, FMA, F16C, no AVX-512) and the portable one; a build
+    this CPU cannot run is skipped."""
+    if request.param == "native":
+        return k.library()
+    lib = k._build(request.param)
+    wanted = {"haswell": "avx2", "x86-64": "scalar"}[request.param]
+    assert lib.w4a8_isa().decode() == wanted
+    if wanted == "avx2" and "avx2" not in k._cpu_flags_line().split():
+        pytest.skip("this CPU has no AVX2")
+    return lib
 
 
 @pytest.mark.parametrize("M,N,K", [(1, 16, 32), (3, 48, 96), (4, 576, 576), (5, 64, 1536), (9, 32, 64)])

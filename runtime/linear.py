@@ -166,6 +166,13 @@ def w4a8_unavailable() -> str | None:
     return w4a8_cpu.unavailable_reason()
 
 
+def w4a8_isa() -> str | None:
+    """The instruction set the W4A8 kernel was built for here ('avx512_vnni', 'avx2', 'scalar'), or None."""
+    from sglite.kernels import w4a8_cpu
+
+    return w4a8_cpu.isa()
+
+
 class SizedLinear:
     """Two formats of one weight (same activation dtype): `small` for decode rows (few per pass, bound by reading
     the weights), `large` for prefill rows (many, bound by arithmetic).

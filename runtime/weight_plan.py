@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear, w4a8_unavailable
+from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear, w4a8_isa, w4a8_unavailable
 
 log = logging.getLogger("sglite.runtime")
 
@@ -157,8 +157,10 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
         return plan
     if dev.type != "cpu":
         return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference
+    # the W4A8 kernel's build (or its absence: no compiler, SGLITE_NATIVE_KERNELS=0) is part of what was measured
+    kernel = "w4a8:" + ("none" if w4a8_unavailable() is not None else w4a8_isa())
     key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
-                    f"{hidden}x{intermediate}x{vocab}"])
+                    f"{hidden}x{intermediate}x{vocab}", kernel])
     path = _cache_path()
     try:
         cache = json.loads(path.read_text())

@@ -1,0 +1,43 @@
+"""`weights="auto"`: measured once per machine and cached, with the W4A8 kernel's build in the key (a plan
+measured with the kernel must not be reused where it cannot run); the kernel formats refused by name where
+their kernel is unavailable."""
+import pytest
+
+from sglite.runtime import weight_plan as wp
+from sglite.runtime.weight_plan import WeightPlan, choose_weight_plan
+
+
+def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
+    measured = []
+
+    def fake_measure(hidden, intermediate, vocab):
+        measured.append(wp.w4a8_unavailable() is None)
+        return WeightPlan("w4a16" if measured[-1] else "int4", "bf16"), {}
+
+    monkeypatch.setattr(wp, "measure_weight_plan", fake_measure)
+    monkeypatch.setattr(wp, "w4a8_unavailable", lambda: None)
+    monkeypatch.setattr(wp, "w4a8_isa", lambda: "avx512_vnni")
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
+    assert measured == [True]                                           # the second came from the cache
+    monkeypatch.setattr(wp, "w4a8_unavailable", lambda: "no C compiler (cc)")
+    monkeypatch.setattr(wp, "w4a8_isa", lambda: None)
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
+    assert measured == [True, False]
+
+
+def test_kernel_formats_are_refused_by_name_where_the_kernel_is_unavailable(monkeypatch):
+    monkeypatch.setattr(wp, "w4a8_unavailable", lambda: "SGLITE_NATIVE_KERNELS=0")
+    with pytest.raises(ValueError, match=r"w4a16\+bf16.*unavailable here \(SGLITE_NATIVE_KERNELS=0\)"):
+        choose_weight_plan("w4a16+bf16", "cpu", 64, 128, 256)
+    assert choose_weight_plan("int4+bf16", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
+
+
+def test_plan_names():
+    assert WeightPlan.parse("w4a16+bf16") == WeightPlan("w4a16", "bf16")
+    assert str(WeightPlan("w4a8", "w4a8")) == "w4a8"
+    with pytest.raises(ValueError, match="need different activation dtypes"):
+        WeightPlan("w4a16", "fp32")
+    with pytest.raises(ValueError, match="unknown weight format 'w4a4'"):
+        WeightPlan.parse("w4a4")

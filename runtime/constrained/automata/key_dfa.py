@@ -68,7 +68,12 @@ def words_dfa(words: dict[str, Hashable], other: Optional[Hashable], blocked: tu
     for q, kids in enumerate(children):
         row = rows[main[q]]
         label = ends.get(q, other) if q in ends else other
-        row[0x22] = final(label) if label is not None else -1
+        if label is not None and label is other:
+            # the plain string's own end state, labelled `other` below: then the closing quote is no byte where
+            # this row differs from the plain string's (TokenIndex.split redoes only those bytes' subtrees)
+            row[0x22] = int(t0[m0, 0x22])
+        else:
+            row[0x22] = final(label) if label is not None else -1
         esc = new(e0)
         row[0x5C] = esc
         hexroot = None

@@ -7,6 +7,7 @@ From a structural position the vocabulary trie is walked byte by byte, but only 
 next, and only until a stack enters a lexeme: below that trie node the lexeme's classification takes over."""
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -19,6 +20,7 @@ from .parser import Parser
 
 _CACHE_LIMIT = 8_192
 _DENSE = 4_096      # a lexeme's inside tokens past this many are OR-ed in as a cached packed mask
+_CLOSERS = re.compile(rb"[,}\]]")     # the bytes that may make a structural frame give way (see _local_top)
 
 
 class StackMasks:
@@ -250,11 +252,11 @@ class StackMasks:
             by: dict[int, tuple[list, list]] = {}
             for a, rest, toks in leaving:
                 local, other = by.setdefault(a, ([], []))
-                cut = min((k for k in (rest.find(b","), rest.find(b"}"), rest.find(b"]")) if k >= 0), default=-1)
-                if cut < 0:
+                found = _CLOSERS.search(rest)
+                if found is None:
                     local.append((rest, toks))
                 else:
-                    other.append((rest, toks, cut))
+                    other.append((rest, toks, found.start()))
             hit = {a: (tuple(lo), tuple(ot)) for a, (lo, ot) in by.items()}
             with self._lock:
                 if len(self._grouped) > _CACHE_LIMIT:

@@ -32,6 +32,8 @@ _DENSE_NODES = 20_000       # ... over the whole trie per depth (~10 ns a node) 
                             #   a node it keeps alive)
 _SUFFIX_DEPTHS = 24        # a SuffixTable covers tokens read from their first 24 byte offsets
 _WS = b" \t\n\r"           # JSON whitespace
+_FEW_DIFFER = 16           # an alias walk takes a node's children wholesale where its row differs on this few bytes
+_CACHE_LIMIT_DIFFER = 65_536
 
 
 class TokenClasses(NamedTuple):
@@ -67,6 +69,7 @@ class TokenIndex(VocabTrie):
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
         self._suffix: dict[tuple, SuffixTable | None] = {}
+        self._differs: dict[tuple, tuple[int, ...]] = {}
         self._lock = threading.Lock()
 
     def ws_closure(self, node: int) -> tuple[int, ...]:
@@ -202,10 +205,28 @@ class TokenIndex(VocabTrie):
         while todo:
             n, s, c, only = todo.pop()
             kids = children[n]
-            items = [(b, kids[b]) for b in only if b in kids] if only is not None else kids.items()
             row = rows[s]
             c_in = c + 1 if bnd[s] else c
             p = depth[n]
+            if only is not None:
+                items = [(b, kids[b]) for b in only if b in kids]
+            elif bnd[s] == ref_bnd and not acc[s] and p < table.depths and \
+                    len(differ := self._differ(dfa, s)) <= _FEW_DIFFER:
+                # every child by a byte where this row is ref's own reads like ref: those subtrees are the
+                # slices of n's children's tokens between the other children's (children's slices are adjacent)
+                items = sorted(((b, kids[b]) for b in differ if b in kids), key=lambda x: tok_lo[x[1]])
+                lo = tok_lo[n] + len(ends[n])
+                for _, child in items + [(None, None)]:
+                    hi = tok_lo[child] if child is not None else tok_hi[n]
+                    if hi > lo:
+                        span_lo.append(lo)
+                        span_hi.append(hi)
+                        span_p.append(p)
+                        span_c.append(c)
+                    if child is not None:
+                        lo = tok_hi[child]
+            else:
+                items = kids.items()
             for b, child in items:
                 ns = row[b]
                 if ns < 0:
@@ -255,6 +276,18 @@ class TokenIndex(VocabTrie):
                 leave.append(toks[gone])
         leaving = np.concatenate(leave).tolist() if leave else []
         return TokenClasses(ids, inc, end, self._leaving(dfa, state, 0, leaving))
+
+    def _differ(self, dfa: ByteDFA, s: int) -> tuple[int, ...]:
+        """Bytes where state s's row of `dfa` differs from `dfa.alias_ref`'s (a DFA built on `dfa.alias`). Cached."""
+        key = (dfa.key, s)
+        hit = self._differs.get(key)
+        if hit is None:
+            hit = tuple(np.flatnonzero(dfa.table[s] != dfa.table[dfa.alias_ref]).tolist())
+            with self._lock:
+                if len(self._differs) > _CACHE_LIMIT_DIFFER:
+                    self._differs.clear()
+                self._differs[key] = hit
+        return hit
 
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python

@@ -233,3 +233,36 @@ def test_name_walk_through_the_suffix_table_agrees(compiler):
                     assert key(idx._alias_walk(dfa, s, differ)) == key(idx._walk(dfa, s, 0, differ)), (names, s)
                     checked += 1
     assert checked >= 100
+
+
+def test_undeclared_name_ends_in_the_plain_strings_end_state(tokenizer, compiler):
+    """words_dfa sends the closing quote of a name that is no declared one to the plain string's own end state
+    (labelled `other`), so a name state differs from the plain string only on its next characters and the
+    escape, and TokenIndex.split does not redo the '"' subtree for every state; masks stay exact along names
+    that share a prefix with declared ones, declared or not."""
+    from sglite.runtime.constrained.automata.key_dfa import words_dfa
+    names = {"custom_field_id": "custom_field_id", "custom_field_answer": "custom_field_answer", "href": "href"}
+    dfa = words_dfa(names, ("other",))
+    plain_end = int(dfa.table[dfa.alias_ref, 0x22])
+    assert dfa.labels[plain_end] == ("other",)
+    idx = compiler.index
+    own_ends = 0
+    for s in range(dfa.alias.num_states, dfa.num_states):
+        end = int(dfa.table[s, 0x22])
+        if end < 0 or not dfa.accepting[end]:       # (after a backslash '"' is a character)
+            continue
+        if dfa.labels.get(end) == ("other",):
+            assert end == plain_end and 0x22 not in idx._differ(dfa, s)
+        else:
+            assert dfa.labels[end] in names.values()
+            own_ends += 1
+    assert own_ends == len(names)
+
+    schema = {"type": "object", "properties": {n: {"type": "integer"} for n in names},
+              "additionalProperties": {"type": "integer"}}
+    g = compiler.compile_json_schema(schema)
+    m = g.matcher()
+    for t in tokenizer.encode('{"custom_x": 1, "custom_field_id": 2, "custom_field_answe": 3, "hre": 4}'):
+        for st in m._stacks:
+            assert (g.masks.stack_mask_bool(st) == _brute_mask(g, st)).all(), st
+        assert m.advance(t)

@@ -14,7 +14,7 @@ Formats (WEIGHT_FORMATS):
           built on the machine; offered only where it builds). Weights off the 4-bit grid, or of shapes the
           4-bit kernels cannot take, become int8 as with int4.
     w4a8  as w4a16 with one int8 digit per activation, as llama.cpp quantizes them: faster, but below the
-          fidelity gate on SmolLM2 (96.6% top-1), so offered only by name.
+          fidelity gate on SmolLM2 (96.7% top-1), so offered only by name.
 
 Every layer maps x [T, in] in its activation dtype to [T, out] in the same dtype. `SizedLinear` holds two
 formats of one weight and runs decode rows (few per pass, bound by reading weights) in one and prefill rows

@@ -9,8 +9,11 @@ source, the compiler and the CPU's flags. With no compiler, or `SGLITE_NATIVE_KE
 False and the runtime does not offer the format (`unavailable_reason()` says why).
 
     pack(q, d, m) -> W4A8Weights        q [N, K] ints 0..15, d/m [N, K/32]: w[n, k] = d[n, k/32] * q + m[...]
-    w4a8_linear(x, w) -> y              x [M, K] bf16 -> y [M, N] bf16 (one call, the kernel's threads)
-    w4a8_linear_ref(x, w) -> y          the same arithmetic in torch (float64 sums), the tests' reference
+    unpack(w) -> (q, d, m)              pack's inverse
+    w4a8_linear(x, w, digits) -> y      x [M, K] bf16 -> y [M, N] bf16 on torch's thread count; digits 1: one int8
+                                        per activation, 2: two (about 15 bits)
+    w4a8_linear_ref(x, w, digits) -> y  the same arithmetic in torch (float64 sums), the tests' reference
+    gemm_call()                         the kernel over plain ints, unchecked (the runtime's Linear checks once)
 
 Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`).
 """

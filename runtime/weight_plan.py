@@ -5,7 +5,9 @@ A plan names a format for decode rows (few per pass, bound by reading the weight
 the batch, so greedy outputs do not depend on batch composition. `"auto"` checks the CPU's features and times
 matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count and model
 shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
-assumed from flags alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it.
+assumed from flags alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it. On a busy
+machine (the load average above the cores less half a core) timings mislead, 2-thread ones most (each OpenMP
+barrier waits for a core): the plan chosen then is used but not cached, and the next load measures again.
 """
 from __future__ import annotations
 
@@ -98,10 +100,12 @@ def _cache_path() -> Path:
     return Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "weight_plans_v3.json"
 
 
-def _time_format(fmt: str, shapes: list[tuple[int, int]], rows: tuple[int, ...], trials: int = 5) -> dict[int, float]:
-    """Seconds per weight of one pass of `fmt` at each row count, over distinct random matrices of `shapes`
-    (enough of them that they do not all sit in cache, as a real model's weights do not). The best of
-    `trials` passes: other work on a shared machine only ever adds time."""
+def _time_formats(fmts: list[str], shapes: list[tuple[int, int]], rows: tuple[int, ...],
+                  trials: int = 5) -> dict[str, dict[int, float]]:
+    """Seconds per weight of one pass of each format at each row count, over distinct random matrices of
+    `shapes` (enough of them that they do not all sit in cache, as a real model's weights do not). The formats
+    take turns within every trial, so a burst of other work on a shared machine falls on all of them alike; each
+    keeps its best of `trials` passes (other work only ever adds time)."""
     g = torch.Generator().manual_seed(0)
 
     def on_int4_grid(o: int, i: int) -> torch.Tensor:   # as a Q4_1 tensor is, so int4 stays int4
@@ -109,20 +113,31 @@ def _time_format(fmt: str, shapes: list[tuple[int, int]], rows: tuple[int, ...],
         q[:, 0::32], q[:, 1::32] = 0, 15
         return q * 0.01 - 0.08
 
-    layers = [make_linear(on_int4_grid(o, i), None, fmt) for o, i in shapes]
+    sources = [on_int4_grid(o, i) for o, i in shapes]
+    layers = {f: [make_linear(w, None, f) for w in sources] for f in fmts}
     n_params = sum(o * i for o, i in shapes)
-    act = activation_dtype(fmt)
-    out = {}
-    for m in rows:
-        xs = {i: torch.randn(m, i, generator=g).to(act) for _, i in shapes}
-        best = float("inf")
-        for _ in range(trials + 1):                             # the first pass warms up
-            t0 = time.perf_counter()
-            for layer in layers:
-                layer(xs[layer.in_features])
-            best = min(best, time.perf_counter() - t0)
-        out[m] = best / n_params
-    return out
+    xs = {m: {i: torch.randn(m, i, generator=g) for _, i in shapes} for m in rows}
+    best = {f: {m: float("inf") for m in rows} for f in fmts}
+    for trial in range(trials + 1):                             # trial 0 warms up
+        for m in rows:
+            for f in fmts:
+                x = {i: v.to(activation_dtype(f)) for i, v in xs[m].items()}
+                t0 = time.perf_counter()
+                for layer in layers[f]:
+                    layer(x[layer.in_features])
+                if trial:
+                    best[f][m] = min(best[f][m], time.perf_counter() - t0)
+    return {f: {m: t / n_params for m, t in ts.items()} for f, ts in best.items()}
+
+
+def _busy() -> float | None:
+    """The 1-minute load average when it says other work holds the cores (timings then mislead), else None."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return load if load > cores - 0.5 else None
 
 
 def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[WeightPlan, dict]:
@@ -134,7 +149,7 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
     shapes = per_layer * copies + [(min(vocab, 16384), hidden)]
     candidates = [f for f in GATED_FORMATS if f not in KERNEL_DIGITS or w4a8_unavailable() is None]
     with torch.inference_mode():
-        times = {fmt: _time_format(fmt, shapes, BENCH_ROWS) for fmt in candidates}
+        times = _time_formats(candidates, shapes, BENCH_ROWS)
     # decode: time per token summed over decode batch sizes 1, 8 and 32 (batch 1's latency weighs most)
     small = min(candidates, key=lambda f: sum(times[f][m] / m for m in BENCH_ROWS[:-1]))
     # prefill shares the decode format's activation dtype (fp32 pairs only with itself)
@@ -171,8 +186,13 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
     if key in cache:
         c = cache[key]
         return WeightPlan(c["small"], c["large"])
+    busy = _busy()
     t0 = time.perf_counter()
     plan, report = measure_weight_plan(hidden, intermediate, vocab)
+    if busy is not None or (busy := _busy()) is not None:
+        log.warning("weights auto: chose %s on a busy machine (load average %.1f), so it is not cached: the next "
+                    "load measures again; ps/weight by format and rows: %s", plan, busy, report)
+        return plan
     log.info("weights auto: chose %s (decode rows in %s, prefill rows in %s) in %.1f s; ps/weight by format and "
              "rows: %s", plan, plan.small, plan.large, time.perf_counter() - t0, report)
     cache[key] = {"small": plan.small, "large": plan.large, "flags": cpu_flags(), "ps_per_weight": report}

@@ -16,6 +16,7 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
         return WeightPlan("w4a16" if measured[-1] else "int4", "bf16"), {}
 
     monkeypatch.setattr(wp, "measure_weight_plan", fake_measure)
+    monkeypatch.setattr(wp, "_busy", lambda: None)
     monkeypatch.setattr(wp, "w4a8_unavailable", lambda: None)
     monkeypatch.setattr(wp, "w4a8_isa", lambda: "avx512_vnni")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
@@ -25,6 +26,22 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
     monkeypatch.setattr(wp, "w4a8_isa", lambda: None)
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
     assert measured == [True, False]
+
+
+def test_a_plan_measured_on_a_busy_machine_is_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (measured.append(1), (WeightPlan("bf16", "bf16"), {}))[1])
+    monkeypatch.setattr(wp, "_busy", lambda: 3.7)
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("bf16", "bf16")
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("bf16", "bf16")
+    assert len(measured) == 2 and not (tmp_path / "weight_plans_v3.json").exists()
+
+
+def test_formats_are_timed_in_turns():
+    times = wp._time_formats(["fp32", "bf16"], [(32, 64), (64, 32)], (1, 4), trials=2)
+    assert set(times) == {"fp32", "bf16"} and all(set(t) == {1, 4} for t in times.values())
+    assert all(0 < v < 1e-3 for t in times.values() for v in t.values())      # seconds per weight
 
 
 def test_kernel_formats_are_refused_by_name_where_the_kernel_is_unavailable(monkeypatch):

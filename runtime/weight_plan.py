@@ -7,7 +7,8 @@ matmuls of the model's own shapes in each format (about three seconds), once per
 shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
 assumed from flags alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it. On a busy
 machine (the load average above the cores less half a core) timings mislead, 2-thread ones most (each OpenMP
-barrier waits for a core): the plan chosen then is used but not cached, and the next load measures again.
+barrier waits for a core): the plan chosen then is kept for the process only, and the next process measures
+again.
 """
 from __future__ import annotations
 
@@ -130,6 +131,9 @@ def _time_formats(fmts: list[str], shapes: list[tuple[int, int]], rows: tuple[in
     return {f: {m: t / n_params for m, t in ts.items()} for f, ts in best.items()}
 
 
+_PROCESS_PLANS: dict[str, WeightPlan] = {}   # plans measured on a busy machine: this process reuses them
+
+
 def _busy() -> float | None:
     """The 1-minute load average when it says other work holds the cores (timings then mislead), else None."""
     try:
@@ -186,12 +190,15 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
     if key in cache:
         c = cache[key]
         return WeightPlan(c["small"], c["large"])
+    if key in _PROCESS_PLANS:
+        return _PROCESS_PLANS[key]
     busy = _busy()
     t0 = time.perf_counter()
     plan, report = measure_weight_plan(hidden, intermediate, vocab)
     if busy is not None or (busy := _busy()) is not None:
-        log.warning("weights auto: chose %s on a busy machine (load average %.1f), so it is not cached: the next "
-                    "load measures again; ps/weight by format and rows: %s", plan, busy, report)
+        log.warning("weights auto: chose %s on a busy machine (load average %.1f), so it is kept for this process "
+                    "only: the next process measures again; ps/weight by format and rows: %s", plan, busy, report)
+        _PROCESS_PLANS[key] = plan
         return plan
     log.info("weights auto: chose %s (decode rows in %s, prefill rows in %s) in %.1f s; ps/weight by format and "
              "rows: %s", plan, plan.small, plan.large, time.perf_counter() - t0, report)

@@ -9,6 +9,7 @@ from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OP
 from .object_keys import ObjectKeys
 
 _CACHE_LIMIT = 8_192
+_UNKNOWN = object()
 
 
 class Parser:
@@ -31,6 +32,8 @@ class Parser:
         self._lex: list[list | None] = [None] * len(nodes)
         self._key: list[list | None] = [None] * len(nodes)
         self._value: list[Value | None] = [None] * len(nodes)
+        self._starts: dict[tuple[int, int], tuple | None] = {}    # (node, byte) -> see _start_tails
+        self._firsts: dict[int, frozenset] = {}                     # node -> see _first
 
     def lex_frame(self, nid: int, state: int) -> Lex:
         """The shared frame at DFA `state` of LexNode `nid`, no characters counted."""
@@ -208,6 +211,16 @@ class Parser:
         return self.step(stack + (self.lex_frame(self.ws_run, self.nodes[self.ws_run].dfa.start),), b)
 
     def _start_value(self, below: Stack, nid: int, b: int, visiting: frozenset = frozenset()) -> list[Stack]:
+        if not visiting:
+            key = (nid, b)
+            tails = self._starts.get(key, _UNKNOWN)
+            if tails is _UNKNOWN:
+                tails = self._start_tails(nid, b, frozenset())
+                if len(self._starts) > _CACHE_LIMIT:
+                    self._starts.clear()
+                self._starts[key] = tails
+            if tails is not None:
+                return [below + t for t in tails]
         if not self.sat[nid] or nid in visiting:   # `visiting`: unions that refer back to themselves
             return []
         node = self.nodes[nid]
@@ -225,6 +238,30 @@ class Parser:
                         out.append(s)
             return out
         return []
+
+    def _start_tails(self, nid: int, b: int, visiting: frozenset) -> tuple[tuple, ...] | None:
+        """The frames `_start_value(below, nid, b)` puts on any `below`, as tuples in its order; None where they
+        depend on `below` (a lexeme that may be empty ends before `b`, which `below` then reads)."""
+        if not self.sat[nid] or nid in visiting:
+            return ()
+        node = self.nodes[nid]
+        if isinstance(node, LexNode):
+            if node.dfa.accepting_list[node.dfa.start]:
+                return None
+            return tuple(self.step((self.lex_frame(nid, node.dfa.start),), b))
+        if isinstance(node, ObjectNode):
+            return ((Obj(nid, OBJ_OPEN, frozenset(), 0),),) if b == 0x7B else ()
+        if isinstance(node, ArrayNode):
+            return ((Arr(nid, ARR_OPEN, 0),),) if b == 0x5B else ()
+        if isinstance(node, UnionNode):
+            out: list[tuple] = []
+            for a in node.alts:
+                tails = self._start_tails(a, b, visiting | {nid})
+                if tails is None:
+                    return None
+                out.extend(t for t in tails if t not in out)
+            return tuple(out)
+        return ()
 
     def _max_items(self, node: ArrayNode):
         hi = node.max_items
@@ -316,7 +353,7 @@ class Parser:
                 out |= set(self.ws) | self.run_bytes | {0x3A}
             return out
         if k is Value:
-            return set(self.ws) | self.run_bytes | self._first(top.node, set())
+            return set(self.ws) | self.run_bytes | self._first_bytes(top.node)
         if k is Obj:
             return set(self.ws) | self.run_bytes | {0x22, 0x7D, 0x3A, 0x2C}
         if k is Arr:
@@ -324,11 +361,18 @@ class Parser:
             out = set(self.ws) | self.run_bytes | {0x2C, 0x5D}
             for p in list(node.prefix) + ([node.items] if node.items is not None else []) + \
                     [n for n in node.hits + node.misses if n is not None]:
-                out |= self._first(p, set())
+                out |= self._first_bytes(p)
             return out
         if k is Ran:
             return self._candidates(stack[:-1]) - self.run_bytes
         return set()
+
+    def _first_bytes(self, nid: int) -> frozenset:
+        """Bytes a value of node `nid` may start with (`_first`). Cached."""
+        hit = self._firsts.get(nid)
+        if hit is None:
+            hit = self._firsts[nid] = frozenset(self._first(nid, set()))
+        return hit
 
     def _first(self, nid: int, visiting: set) -> set[int]:
         if nid in visiting:

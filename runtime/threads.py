@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import os
 
 log = logging.getLogger("sglite.runtime")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one, else the machine's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def release_openmp_pool() -> bool:

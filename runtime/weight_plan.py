@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear, w4a8_isa, w4a8_unavailable
+from .threads import usable_cores
 
 log = logging.getLogger("sglite.runtime")
 
@@ -140,8 +141,7 @@ def _busy() -> float | None:
         load = os.getloadavg()[0]
     except OSError:
         return None
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return load if load > cores - 0.5 else None
+    return load if load > usable_cores() - 0.5 else None
 
 
 def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[WeightPlan, dict]:

@@ -8,12 +8,12 @@ whose cores all run torch's threads, a busy extra thread stalls every parallel o
 waits for its descheduled worker), so there "auto" builds the masks inline instead."""
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
 import torch
 
+from ..threads import usable_cores
 from .request import Req
 
 
@@ -56,8 +56,7 @@ class MaskPrefetcher:
             return self.mode == "on"
         if not self.device.startswith("cpu"):
             return True
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        return torch.get_num_threads() < cores
+        return torch.get_num_threads() < usable_cores()
 
     def start(self, reqs: Sequence[Req], extend_lens: Sequence[int]) -> Future | None:
         """Masks for the requests of a scheduled step that have a grammar and will sample in it (their pass

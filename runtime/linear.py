@@ -27,6 +27,8 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
+from sglite.kernels import w4a8_cpu
+
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4", "w4a16", "w4a8")
 KERNEL_DIGITS = {"w4a16": 2, "w4a8": 1}     # formats on kernels/w4a8_cpu.py: int8 digits per activation
 FOUR_BIT_FORMATS = ("int4", *KERNEL_DIGITS)
@@ -128,8 +130,6 @@ class W4A8Linear:
 
     def __init__(self, grid: tuple[torch.Tensor, torch.Tensor, torch.Tensor], bias: torch.Tensor | None = None,
                  digits: int = 2):
-        from sglite.kernels import w4a8_cpu
-
         q, scale, lo = grid                                                       # from int4_grid()
         self.digits = digits
         self.weights = w4a8_cpu.pack(q, scale, lo)
@@ -157,20 +157,6 @@ class W4A8Linear:
 def four_bit_linear(grid, bias: torch.Tensor | None, fmt: str) -> Linear:
     """A 4-bit grid (int4_grid, whose shapes both kernels take) as `fmt` (a FOUR_BIT_FORMATS name)."""
     return W4A8Linear(grid, bias, KERNEL_DIGITS[fmt]) if fmt in KERNEL_DIGITS else Int4Linear(grid, bias)
-
-
-def w4a8_unavailable() -> str | None:
-    """Why the w4a16 / w4a8 formats cannot run here (no C compiler, ...), or None when they can."""
-    from sglite.kernels import w4a8_cpu
-
-    return w4a8_cpu.unavailable_reason()
-
-
-def w4a8_isa() -> str | None:
-    """The instruction set the W4A8 kernel was built for here ('avx512_vnni', 'avx2', 'scalar'), or None."""
-    from sglite.kernels import w4a8_cpu
-
-    return w4a8_cpu.isa()
 
 
 class SizedLinear:
@@ -251,7 +237,7 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
     if fmt == "int8":
         return Int8Linear(weight, bias)
     if fmt in FOUR_BIT_FORMATS:
-        if fmt in KERNEL_DIGITS and (why := w4a8_unavailable()) is not None:
+        if fmt in KERNEL_DIGITS and (why := w4a8_cpu.unavailable_reason()) is not None:
             raise ValueError(f"weights {fmt!r} need the w4a8 CPU kernel, which is unavailable here: {why}")
         grid = int4_grid(weight)
         return Int8Linear(weight, bias) if grid is None else four_bit_linear(grid, bias, fmt)

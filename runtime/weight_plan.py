@@ -22,7 +22,9 @@ from pathlib import Path
 
 import torch
 
-from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear, w4a8_isa, w4a8_unavailable
+from sglite.kernels import w4a8_cpu
+
+from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear
 from .threads import usable_cores
 
 log = logging.getLogger("sglite.runtime")
@@ -151,7 +153,7 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
     layer_params = sum(o * i for o, i in per_layer)
     copies = max(1, min(8, (48 << 20) // (4 * layer_params)))     # ~48 MB of fp32 weights
     shapes = per_layer * copies + [(min(vocab, 16384), hidden)]
-    candidates = [f for f in GATED_FORMATS if f not in KERNEL_DIGITS or w4a8_unavailable() is None]
+    candidates = [f for f in GATED_FORMATS if f not in KERNEL_DIGITS or w4a8_cpu.unavailable_reason() is None]
     with torch.inference_mode():
         times = _time_formats(candidates, shapes, BENCH_ROWS)
     # decode: time per token summed over decode batch sizes 1, 8 and 32 (batch 1's latency weighs most)
@@ -173,13 +175,13 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
         if dev.type != "cpu" and {plan.small, plan.large} - {"fp32", "bf16"}:
             raise ValueError(f"weights={spec!r}: int8, int4, w4a16 and w4a8 weights run on the CPU only; on "
                              f"{dev.type} use 'fp32' or 'bf16'")
-        if {plan.small, plan.large} & set(KERNEL_DIGITS) and (why := w4a8_unavailable()) is not None:
+        if {plan.small, plan.large} & set(KERNEL_DIGITS) and (why := w4a8_cpu.unavailable_reason()) is not None:
             raise ValueError(f"weights={spec!r}: the w4a8 CPU kernel is unavailable here ({why}); use 'int4'")
         return plan
     if dev.type != "cpu":
         return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference
     # the W4A8 kernel's build (or its absence: no compiler, SGLITE_NATIVE_KERNELS=0) is part of what was measured
-    kernel = "w4a8:" + ("none" if w4a8_unavailable() is not None else w4a8_isa())
+    kernel = "w4a8:" + ("none" if w4a8_cpu.unavailable_reason() is not None else w4a8_cpu.isa())
     key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
                     f"{hidden}x{intermediate}x{vocab}", kernel])
     path = _cache_path()

@@ -25,8 +25,9 @@ class EngineConfig:
     num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
                                           # one per core; fewer when other busy processes share the cores)
     weights: str = "auto"                 # weight format: "auto" (measured per machine; a Model passed in keeps
-                                          # its own), "fp32" | "bf16" | "int8" | "int4" | "w4a16" | "w4a8", or "w4a16+bf16"
-                                          # (decode rows + prefill rows); see runtime/weight_plan.py
+                                          # its own), "fp32" | "bf16" | "int8" | "int4" | "w4a16" | "w4a8",
+                                          # or "w4a16+bf16" (decode rows + prefill rows); see
+                                          # runtime/weight_plan.py
     device: str = "cpu"
     seed: int = 0                         # seeds requests that give no seed of their own
     background: bool = True               # run the scheduling loop in a daemon thread

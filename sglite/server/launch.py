@@ -29,7 +29,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--json-property-order", "json_property_order", str,
      "JSON-schema outputs: named properties in 'schema' order (forced keys) or in 'any' order"),
     ("--weights", "weights", str,
-     "weight format: 'auto' (measured on this machine), 'fp32', 'bf16', 'int8', 'int4', 'w4a16', 'w4a8' or 'w4a16+bf16'"),
+     "weight format: 'auto' (measured on this machine), 'fp32', 'bf16', 'int8', 'int4', 'w4a16', 'w4a8' "
+     "or 'w4a16+bf16'"),
     ("--num-threads", "num_threads", int, "CPU: torch threads (default: one per core; use fewer on a shared machine)"),
     ("--speculative-algorithm", "speculative_algorithm", str,
      "'ngram': draft tokens from the prompt and earlier outputs, verified in one pass (default: off)"),

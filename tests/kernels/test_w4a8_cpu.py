@@ -1,6 +1,6 @@
 """The W4A8 CPU kernel (C, built on this machine) against its torch reference: this CPU's build, the AVX2 one and
-the portable one, one and two activation digits, row counts around the kernel's 4-row passes, and rows that do not depend
-on the rows beside them."""
+the portable one, one and two activation digits, row counts around the kernel's 4-row passes, and rows that do
+not depend on the rows beside them."""
 import pytest
 import torch
 

@@ -47,10 +47,11 @@ def decode_path_logits(model, ids: list[int]) -> torch.Tensor:
 @pytest.mark.parametrize("weights,path", [(f, "prefill") for f in GATED_FORMATS if f != "fp32"]
                          + [("int4+bf16", "prefill"), ("int4+bf16", "decode"), ("w4a16", "decode")])
 def test_reduced_format_passes_the_gate(reference, real_model, weights, path):
-    from sglite.runtime.linear import KERNEL_DIGITS, w4a8_unavailable
+    from sglite.kernels import w4a8_cpu
+    from sglite.runtime.linear import KERNEL_DIGITS
     from sglite.runtime.model import load_model
 
-    if set(weights.split("+")) & set(KERNEL_DIGITS) and (why := w4a8_unavailable()) is not None:
+    if set(weights.split("+")) & set(KERNEL_DIGITS) and (why := w4a8_cpu.unavailable_reason()) is not None:
         pytest.skip(f"the W4A8 kernel does not build here: {why}")
 
     model = load_model(weights=weights)

@@ -12,19 +12,19 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
     measured = []
 
     def fake_measure(hidden, intermediate, vocab):
-        measured.append(wp.w4a8_unavailable() is None)
+        measured.append(wp.w4a8_cpu.unavailable_reason() is None)
         return WeightPlan("w4a16" if measured[-1] else "int4", "bf16"), {}
 
     monkeypatch.setattr(wp, "measure_weight_plan", fake_measure)
     monkeypatch.setattr(wp, "_busy", lambda: None)
     monkeypatch.setattr(wp, "_PROCESS_PLANS", {})
-    monkeypatch.setattr(wp, "w4a8_unavailable", lambda: None)
-    monkeypatch.setattr(wp, "w4a8_isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert measured == [True]                                           # the second came from the cache
-    monkeypatch.setattr(wp, "w4a8_unavailable", lambda: "no C compiler (cc)")
-    monkeypatch.setattr(wp, "w4a8_isa", lambda: None)
+    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
+    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: None)
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
     assert measured == [True, False]
 
@@ -50,7 +50,7 @@ def test_formats_are_timed_in_turns():
 
 
 def test_kernel_formats_are_refused_by_name_where_the_kernel_is_unavailable(monkeypatch):
-    monkeypatch.setattr(wp, "w4a8_unavailable", lambda: "SGLITE_NATIVE_KERNELS=0")
+    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "SGLITE_NATIVE_KERNELS=0")
     with pytest.raises(ValueError, match=r"w4a16\+bf16.*unavailable here \(SGLITE_NATIVE_KERNELS=0\)"):
         choose_weight_plan("w4a16+bf16", "cpu", 64, 128, 256)
     assert choose_weight_plan("int4+bf16", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")

@@ -121,11 +121,13 @@ def _time_formats(fmts: list[str], shapes: list[tuple[int, int]], rows: tuple[in
     layers = {f: [make_linear(w, None, f) for w in sources] for f in fmts}
     n_params = sum(o * i for o, i in shapes)
     xs = {m: {i: torch.randn(m, i, generator=g) for _, i in shapes} for m in rows}
+    inputs = {(m, dt): {i: v.to(dt) for i, v in xs[m].items()}                # each row count in each dtype
+              for m in rows for dt in {activation_dtype(f) for f in fmts}}
     best = {f: {m: float("inf") for m in rows} for f in fmts}
     for trial in range(trials + 1):                             # trial 0 warms up
         for m in rows:
             for f in fmts:
-                x = {i: v.to(activation_dtype(f)) for i, v in xs[m].items()}
+                x = inputs[m, activation_dtype(f)]
                 t0 = time.perf_counter()
                 for layer in layers[f]:
                     layer(x[layer.in_features])

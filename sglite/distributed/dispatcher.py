@@ -34,9 +34,9 @@ class Failed(NamedTuple):
 
 
 class _Policy(NamedTuple):
-    shard_size: int     # the most items in one shard
+    shard_size: int     # the most items in one shard; a replica is topped up once a whole shard (or what is left
+                        # of its run) can go out
     in_flight: int      # the most items a replica holds
-    refill: int         # a replica is topped up once this many (or its whole run) can go out together
     shards: int         # the most shards a replica holds (its actor runs them concurrently)
 
 
@@ -66,13 +66,13 @@ class Dispatcher:
         replicas = max(1, len(self.pool.slots))
         if self.shard_size is not None:
             shards = self.shards_per_replica or 2
-            return _Policy(self.shard_size, self.shard_size * shards, self.shard_size, shards)
+            return _Policy(self.shard_size, self.shard_size * shards, shards)
         # a whole share in flight up to 64 items (halving a replica's batch cost more than the tail it
         # balanced: bench/ray_extract.py, 40 documents: 75 s against 56 s), in shards of half that
         in_flight = max(1, min(64, math.ceil(n_items / replicas)))
         half = math.ceil(in_flight / 2)
         shards = self.shards_per_replica or max(1, self.pool.spec.max_concurrency - 1)
-        return _Policy(half, in_flight, half, shards)
+        return _Policy(half, in_flight, shards)
 
     def run(self, method: str, items: list[tuple[Any, Any]], args: tuple = (),
             is_failure: Callable[[Any], str | None] | None = None,
@@ -152,7 +152,7 @@ class _Job:
         return own
 
     def fill(self) -> None:
-        """Top up every live replica to the policy's in-flight items, in shards of at least `refill` items."""
+        """Top up every live replica to the policy's in-flight items, in whole shards (or the rest of a run)."""
         p = self.policy
         for slot in self.d.pool.live():
             mine = [s for s in self.running.values() if s.slot is slot]
@@ -160,7 +160,7 @@ class _Job:
             while shards < p.shards and held < p.in_flight and self.queued:
                 source = self._source(slot.index)
                 n = min(p.in_flight - held, p.shard_size, len(source))
-                if held and n < min(p.refill, len(source)):
+                if held and n < min(p.shard_size, len(source)):
                     break                      # wait to send a worthwhile shard (neighbours stay together)
                 shard = [source.popleft() for _ in range(n)]
                 gen = getattr(slot.actor, self.method).options(num_returns="streaming").remote(shard, *self.args)

@@ -85,16 +85,19 @@ def test_order_key_cuts_shards_from_sorted_payloads(ray_cluster):
 
 
 class SlowFrontReplica(FlakyReplica):
-    """Answers each item with its own pid; the replica whose first shard holds key 0 takes 20 ms an item, the
-    other 1 ms."""
+    """Answers each item with its own pid, 1 ms an item; the replica sent the front half of the keys (below 80)
+    first stalls 3 s at the start of every shard, long enough for the other to finish its own half on any
+    machine load."""
     slow = None
 
     def work(self, shard):
         import time
         if self.slow is None:
-            self.slow = any(key == 0 for key, _ in shard)
+            self.slow = any(key < 80 for key, _ in shard)
+        if self.slow:
+            time.sleep(3)
         for key, _ in shard:
-            time.sleep(0.02 if self.slow else 0.001)
+            time.sleep(0.001)
             yield key, os.getpid(), {"requests": 1}
 
 
@@ -112,6 +115,6 @@ def test_a_fast_replica_takes_over_a_slow_ones_queue(ray_cluster):
     for key, pid in got:
         by_pid.setdefault(pid, []).append(key)
     slow = next(keys for keys in by_pid.values() if 0 in keys)
-    fast = next(keys for keys in by_pid.values() if 0 not in keys)
+    fast = next(keys for keys in by_pid.values() if 0 not in keys)   # (its first shard held keys from 80 up)
     assert len(fast) > 88 and len(slow) < 72, (sorted(slow), sorted(fast))   # 80 each without stealing
     assert max(slow) < 80                                          # the slow one only ever ran its own front

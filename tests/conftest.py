@@ -1,11 +1,31 @@
 """Shared fixtures: the tokenizer, a tiny random-weight model, and (for tests marked slow) the real SmolLM2."""
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
 from pathlib import Path
 
 import pytest
 
-SHARED_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
+REPO = Path(__file__).resolve().parent.parent
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+class _InstalledKernelsFirst(importlib.abc.MetaPathFinder):
+    """Top-level `kernels` is the installed distribution of that name (Hugging Face's, which transformers imports
+    when it is installed), not this checkout's kernels/ folder: pytest puts the checkout on sys.path (tests/ is a
+    package), and the folder is only ever imported as `sglite.kernels`. Without an installed `kernels`, nothing
+    changes (transformers then does not look for one)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "kernels":
+            return None
+        elsewhere = [p for p in sys.path if Path(p or ".").resolve() != REPO]
+        return importlib.machinery.PathFinder.find_spec(name, elsewhere)
+
+
+sys.meta_path.insert(0, _InstalledKernelsFirst())
 
 
 @pytest.fixture(scope="session")

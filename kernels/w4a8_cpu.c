@@ -87,9 +87,71 @@ static void quantize_row(const uint16_t *x, int K, int digits, int8_t *a, float 
 
 #define MR 4 /* activation rows per pass over a tile's weights */
 
+#if !(defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)) && defined(__AVX2__) && \
+    defined(__FMA__) && defined(__F16C__)
+/* int32 [8]: the block's dot products for 8 rows, w[2h] / w[2h+1] = their values 8h..8h+3 / 8h+4..8h+7 (one
+ * 4-byte group a row, as the layout stores them), ab the block's 32 activations. u8 x s8 pairs to int16 (at most
+ * 2 * 15 * 127 = 3810 each), summed over the 8 groups in int16 (at most 8 * 3810 = 30480: no overflow), then
+ * pairs to int32. */
+static inline __attribute__((always_inline)) __m256i dot8_avx2(const __m256i w[8], const int8_t *ab) {
+    __m256i p[8];
+    for (int h = 0; h < 8; h++) {
+        int32_t v4;
+        memcpy(&v4, ab + 4 * h, 4);
+        p[h] = _mm256_maddubs_epi16(w[h], _mm256_set1_epi32(v4));
+    }
+    const __m256i sum = _mm256_add_epi16(_mm256_add_epi16(_mm256_add_epi16(p[0], p[1]), _mm256_add_epi16(p[2], p[3])),
+                                         _mm256_add_epi16(_mm256_add_epi16(p[4], p[5]), _mm256_add_epi16(p[6], p[7])));
+    return _mm256_madd_epi16(sum, _mm256_set1_epi16(1));
+}
+
+/* tile_rows for AVX2 (16 vector registers): the tile in two halves of 8 weight rows, each half's 8 unpacked
+ * weight vectors held across `mr` (a constant) activation rows with one float accumulator each; per block, a
+ * row adds m * (s * sum a) and then d * s * (sum q a). */
+static inline __attribute__((always_inline)) void rows_avx2(
+    const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s, const float *sa,
+    const int mr, const int K, const int digits, uint16_t *y, const int ldy) {
+    const size_t lda = (size_t)digits * K;
+    const int nb = K / 32;
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int g = 0; g < 2; g++) {
+        __m256 acc[MR];
+        for (int i = 0; i < mr; i++) acc[i] = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            __m256i w[8];   /* w[2h]: values 8h..8h+3 of rows 8g..8g+7, w[2h+1]: 8h+4..8h+7 */
+            for (int h = 0; h < 4; h++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(qw + (size_t)b * 256 + h * 64 + g * 32));
+                w[2 * h] = _mm256_and_si256(v, lo4);
+                w[2 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+            }
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)b * 16 + g * 8)));
+            const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + (size_t)b * 16 + g * 8)));
+            for (int i = 0; i < mr; i++) {
+                const int8_t *ab = a + (size_t)i * lda + b * 32;
+                __m256i idot = dot8_avx2(w, ab);
+                if (digits == 2)   /* |sum q a0| <= 32 * 15 * 127: times 256 still fits int32 */
+                    idot = _mm256_add_epi32(_mm256_slli_epi32(idot, 8), dot8_avx2(w, ab + K));
+                acc[i] = _mm256_fmadd_ps(m, _mm256_set1_ps(sa[(size_t)i * nb + b]), acc[i]);
+                acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_mul_ps(d, _mm256_set1_ps(s[(size_t)i * nb + b])),
+                                         acc[i]);
+            }
+        }
+        for (int i = 0; i < mr; i++) {
+            /* float32 -> bfloat16, round to nearest even */
+            __m256i u = _mm256_castps_si256(acc[i]);
+            u = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF),
+                                                     _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
+            u = _mm256_srli_epi32(u, 16);   /* 8 values in the low halves of the 32-bit lanes */
+            const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
+            _mm_storeu_si128((__m128i *)(y + (size_t)i * ldy + g * 8), packed);
+        }
+    }
+}
+#endif
+
 /* y[i][0..16) for mr <= MR activation rows (a: row i at i * digits * K; s, sa: at i * nb) against one tile of
- * 16 weight rows; y rows are ldy apart. Each ISA writes the second digit's dot products out beside the first's:
- * a shared inline helper over the unpacked weights cost 5-10% (GCC kept fewer of them in registers). */
+ * 16 weight rows; y rows are ldy apart. The AVX-512 path writes the second digit's dot products out beside the
+ * first's: a shared inline helper over the unpacked weights cost it 5-10% (GCC kept fewer of them in registers). */
 static inline __attribute__((always_inline)) void tile_rows(
     const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s, const float *sa, int mr,
     int K, const int digits, uint16_t *y, int ldy) {
@@ -143,59 +205,12 @@ static inline __attribute__((always_inline)) void tile_rows(
         _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
     }
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    /* two halves of 8 rows a tile; u8 x s8 pairs to int16 (at most 2 * 15 * 127 = 3810 each), summed over the
-     * block's 8 quarter-halves in int16 (at most 8 * 3810 = 30480: no overflow), then pairs to int32 */
-    const __m256i lo4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    __m256 acc[MR][2], macc[MR][2];
-    for (int i = 0; i < MR; i++)
-        for (int g = 0; g < 2; g++) acc[i][g] = macc[i][g] = _mm256_setzero_ps();
-    for (int b = 0; b < nb; b++) {
-        __m256i w[2][8];   /* w[g][2h]: values 8h..8h+3 of rows 8g..8g+7, w[g][2h+1]: 8h+4..8h+7 */
-        for (int g = 0; g < 2; g++)
-            for (int h = 0; h < 4; h++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(qw + (size_t)b * 256 + h * 64 + g * 32));
-                w[g][2 * h] = _mm256_and_si256(v, lo4);
-                w[g][2 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
-            }
-        __m256 d[2], m[2];
-        for (int g = 0; g < 2; g++) {
-            d[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)b * 16 + g * 8)));
-            m[g] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + (size_t)b * 16 + g * 8)));
-        }
-        for (int i = 0; i < mr; i++) {
-            const int8_t *ab = a + (size_t)i * lda + b * 32;
-            const __m256 si = _mm256_set1_ps(s[(size_t)i * nb + b]), sai = _mm256_set1_ps(sa[(size_t)i * nb + b]);
-            for (int g = 0; g < 2; g++) {
-                __m256i i16 = _mm256_setzero_si256();
-                for (int h = 0; h < 8; h++) {
-                    int32_t v4;
-                    memcpy(&v4, ab + 4 * h, 4);
-                    i16 = _mm256_add_epi16(i16, _mm256_maddubs_epi16(w[g][h], _mm256_set1_epi32(v4)));
-                }
-                __m256i idot = _mm256_madd_epi16(i16, ones);
-                if (digits == 2) {
-                    __m256i j16 = _mm256_setzero_si256();
-                    for (int h = 0; h < 8; h++) {
-                        int32_t v4;
-                        memcpy(&v4, ab + K + 4 * h, 4);
-                        j16 = _mm256_add_epi16(j16, _mm256_maddubs_epi16(w[g][h], _mm256_set1_epi32(v4)));
-                    }
-                    idot = _mm256_add_epi32(_mm256_slli_epi32(idot, 8), _mm256_madd_epi16(j16, ones));
-                }
-                acc[i][g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot), _mm256_mul_ps(d[g], si), acc[i][g]);
-                macc[i][g] = _mm256_fmadd_ps(m[g], sai, macc[i][g]);
-            }
-        }
+    switch (mr) {   /* a constant row count per call, so each row's accumulator stays in a register */
+    case 1: rows_avx2(qw, wd, wm, a, s, sa, 1, K, digits, y, ldy); break;
+    case 2: rows_avx2(qw, wd, wm, a, s, sa, 2, K, digits, y, ldy); break;
+    case 3: rows_avx2(qw, wd, wm, a, s, sa, 3, K, digits, y, ldy); break;
+    default: rows_avx2(qw, wd, wm, a, s, sa, MR, K, digits, y, ldy); break;
     }
-    for (int i = 0; i < mr; i++)
-        for (int g = 0; g < 2; g++) {
-            __m256i u = _mm256_castps_si256(_mm256_add_ps(acc[i][g], macc[i][g]));
-            u = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7FFF),
-                                                     _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))));
-            u = _mm256_srli_epi32(u, 16);   /* 8 values in the low halves of the 32-bit lanes */
-            const __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(u), _mm256_extracti128_si256(u, 1));
-            _mm_storeu_si128((__m128i *)(y + (size_t)i * ldy + g * 8), packed);
-        }
 #else
     for (int i = 0; i < mr; i++) {
         float acc[16] = {0}, macc[16] = {0};

@@ -139,6 +139,13 @@ def isa() -> str | None:
     return None if lib is None else lib.w4a8_isa().decode()
 
 
+def build_id() -> str | None:
+    """Which build is loaded (a hash of the source, compiler, flags and CPU), for caches of what was measured
+    with it; None when the kernel is unavailable."""
+    lib = library()
+    return None if lib is None else Path(lib._name).stem.rpartition("-")[2]
+
+
 def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:
     """q [N, K] integers in 0..15; d, m [N, K/32] (any float dtype; stored as float16)."""
     N, K = q.shape

@@ -183,7 +183,9 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
     if dev.type != "cpu":
         return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference
     # the W4A8 kernel's build (or its absence: no compiler, SGLITE_NATIVE_KERNELS=0) is part of what was measured
-    kernel = "w4a8:" + ("none" if w4a8_cpu.unavailable_reason() is not None else w4a8_cpu.isa())
+    # (a rebuilt kernel, from a changed source or compiler, is measured anew)
+    kernel = "w4a8:" + ("none" if w4a8_cpu.unavailable_reason() is not None else
+                        f"{w4a8_cpu.isa()}:{w4a8_cpu.build_id()}")
     key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
                     f"{hidden}x{intermediate}x{vocab}", kernel])
     path = _cache_path()

@@ -20,13 +20,17 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
     monkeypatch.setattr(wp, "_PROCESS_PLANS", {})
     monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
     monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert measured == [True]                                           # the second came from the cache
+    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "fedcba9876543210")   # the kernel's source changed
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
+    assert measured == [True, True]
     monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
     monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: None)
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
-    assert measured == [True, False]
+    assert measured == [True, True, False]
 
 
 def test_a_plan_measured_on_a_busy_machine_is_kept_for_the_process_only(tmp_path, monkeypatch):

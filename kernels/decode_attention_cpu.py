@@ -56,7 +56,8 @@ if numba is not None:
                 bits[d] = np.uint32(buf[slot, kh, d])
         return f32_row
 
-    @numba.njit(inline="always", fastmath=True)
+    # compiled once, not inlined into the two entry points: each would vectorize its own copy differently
+    @numba.njit(fastmath=True, cache=True)
     def _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
         # one (request b, KV head kh): its G query heads over its cached tokens start..n-1 (n > start)
         Hq, D = q.shape[1], q.shape[2]
@@ -133,9 +134,9 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
     [B, Hq]), the last two to merge with attention over columns :start computed elsewhere. For callers that
     checked their layout once (the attention backend); everyone else calls decode_attention_cpu.
 
-    `parallel` picks the entry point (None: by job count). The two compile to different float reassociations
-    (fastmath), so a query row's result depends on the entry point: a caller whose rows must match one-row calls
-    (several rows of one request, speculative verification) decides by what a one-row-per-request call would use."""
+    `parallel` picks the entry point (None: by job count). Both call the one compiled `_job`, so a query row's
+    result is the same bits from either (inlined into each, fastmath reassociated them differently, and a
+    request's greedy output depended on how many others shared its pass)."""
     B, Hq, _ = q.shape
     out = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32))
     if B:

@@ -1,9 +1,11 @@
 """The CPU paged decode kernel (numba) against the torch reference, over GQA ratios, page layouts and dtypes."""
+import numpy as np
 import pytest
 import torch
 
 from sglite.kernels.decode_attention import decode_attention_torch
-from sglite.kernels.decode_attention_cpu import PARALLEL_MIN_JOBS, decode_attention_cpu
+from sglite.kernels.decode_attention_cpu import (PARALLEL_MIN_JOBS, cache_bits, decode_attention_arrays,
+                                                decode_attention_cpu)
 
 
 @pytest.mark.parametrize("page_size", [0, 1, 16])
@@ -33,6 +35,23 @@ def test_parallel_path_matches_serial(paged):
     ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 0.25)
     torch.testing.assert_close(decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.25), ref,
                                atol=2e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_serial_and_parallel_entry_points_agree_bit_for_bit(dtype):
+    """A row's attention must not depend on how many requests share the pass (the job count picks the entry
+    point), or greedy outputs would depend on batch composition."""
+    torch.manual_seed(0)
+    S, Hk, D, Hq, B = 4096, 3, 64, 9, 8
+    k_bits = cache_bits(torch.randn(S, Hk, D).to(dtype))
+    v_bits = cache_bits(torch.randn(S, Hk, D).to(dtype))
+    table = torch.randperm(S).to(torch.int32).view(B, -1).numpy().copy()
+    q = torch.randn(B, Hq, D).numpy()
+    rows, seq = np.arange(B, dtype=np.int64), np.random.default_rng(0).integers(50, S // B, B).astype(np.int64)
+    serial = decode_attention_arrays(q, k_bits, v_bits, table, rows, seq, 0.125, parallel=False)
+    parallel = decode_attention_arrays(q, k_bits, v_bits, table, rows, seq, 0.125, parallel=True)
+    for a, b in zip(serial, parallel):
+        assert np.array_equal(a, b)
 
 
 def test_bad_inputs_are_named():

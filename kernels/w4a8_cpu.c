@@ -85,10 +85,21 @@ static void quantize_row(const uint16_t *x, int K, int digits, int8_t *a, float 
     }
 }
 
+/* the path this build takes: the best the CPU has (set once, tested wherever the paths differ) */
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define W4A8_AVX512 1
+#define W4A8_AVX2 0
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#define W4A8_AVX512 0
+#define W4A8_AVX2 1
+#else
+#define W4A8_AVX512 0
+#define W4A8_AVX2 0
+#endif
+
 #define MR 4 /* activation rows per pass over a tile's weights */
 
-#if !(defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)) && defined(__AVX2__) && \
-    defined(__FMA__) && defined(__F16C__)
+#if W4A8_AVX2
 /* int32 [8]: the block's dot products for 8 rows, w[2h] / w[2h+1] = their values 8h..8h+3 / 8h+4..8h+7 (one
  * 4-byte group a row, as the layout stores them), ab the block's 32 activations. u8 x s8 pairs to int16 (at most
  * 2 * 15 * 127 = 3810 each), summed over the 8 groups in int16 (at most 8 * 3810 = 30480: no overflow), then
@@ -155,9 +166,17 @@ static inline __attribute__((always_inline)) void rows_avx2(
 static inline __attribute__((always_inline)) void tile_rows(
     const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s, const float *sa, int mr,
     int K, const int digits, uint16_t *y, int ldy) {
+#if W4A8_AVX2
+    switch (mr) {   /* a constant row count per call, so each row's accumulator stays in a register */
+    case 1: rows_avx2(qw, wd, wm, a, s, sa, 1, K, digits, y, ldy); break;
+    case 2: rows_avx2(qw, wd, wm, a, s, sa, 2, K, digits, y, ldy); break;
+    case 3: rows_avx2(qw, wd, wm, a, s, sa, 3, K, digits, y, ldy); break;
+    default: rows_avx2(qw, wd, wm, a, s, sa, MR, K, digits, y, ldy); break;
+    }
+#else
     const size_t lda = (size_t)digits * K;
     const int nb = K / 32;
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#if W4A8_AVX512
     const __m512i lo4 = _mm512_set1_epi8(0x0F);
     __m512 acc[MR], macc[MR];
     for (int i = 0; i < MR; i++) acc[i] = macc[i] = _mm512_setzero_ps();
@@ -204,13 +223,6 @@ static inline __attribute__((always_inline)) void tile_rows(
                                                  _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
         _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
     }
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-    switch (mr) {   /* a constant row count per call, so each row's accumulator stays in a register */
-    case 1: rows_avx2(qw, wd, wm, a, s, sa, 1, K, digits, y, ldy); break;
-    case 2: rows_avx2(qw, wd, wm, a, s, sa, 2, K, digits, y, ldy); break;
-    case 3: rows_avx2(qw, wd, wm, a, s, sa, 3, K, digits, y, ldy); break;
-    default: rows_avx2(qw, wd, wm, a, s, sa, MR, K, digits, y, ldy); break;
-    }
 #else
     for (int i = 0; i < mr; i++) {
         float acc[16] = {0}, macc[16] = {0};
@@ -236,13 +248,14 @@ static inline __attribute__((always_inline)) void tile_rows(
         for (int r = 0; r < 16; r++) y[(size_t)i * ldy + r] = f32_to_bf16(acc[r] + macc[r]);
     }
 #endif
+#endif
 }
 
 /* The ISA this build uses, for logs and cache keys. */
 const char *w4a8_isa(void) {
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#if W4A8_AVX512
     return "avx512_vnni";
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#elif W4A8_AVX2
     return "avx2";
 #else
     return "scalar";

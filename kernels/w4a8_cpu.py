@@ -104,6 +104,7 @@ def _build(march: str = "native") -> ctypes.CDLL:
     lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
     lib.w4a8_gemm.restype = ctypes.c_int
     lib.w4a8_isa.restype = ctypes.c_char_p
+    lib.build_id = key
     return lib
 
 
@@ -143,7 +144,7 @@ def build_id() -> str | None:
     """Which build is loaded (a hash of the source, compiler, flags and CPU), for caches of what was measured
     with it; None when the kernel is unavailable."""
     lib = library()
-    return None if lib is None else Path(lib._name).stem.rpartition("-")[2]
+    return None if lib is None else lib.build_id
 
 
 def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:

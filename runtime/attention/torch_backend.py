@@ -41,7 +41,7 @@ class TorchAttentionMetadata:
     decode_table: np.ndarray | None = None        # req_to_token, viewed
     prefix_slots: torch.Tensor | None = None      # [P] int64: the first P slots, the same for every decode request
                                                   # (a shared cached prefix), attended by one cascade GEMM
-    decode_parallel: bool | None = None           # the paged kernel's entry point, chosen by distinct requests
+    decode_parallel: bool | None = None           # the paged kernel on numba's threads (the same bits either way)
     decode_out: tuple | None = None               # the kernel's output arrays, made by the first layer and reused
                                                   # by the next ones (each layer's output is consumed before them)
 
@@ -110,8 +110,9 @@ class TorchAttentionBackend(AttentionBackend):
             meta.decode_req_rows = np.array(q_req_rows, dtype=np.int64)
             meta.decode_seq_lens = np.array(q_seq_lens, dtype=np.int64)
             meta.decode_table = fb.req_to_token.numpy()
-            # a request's rows attend exactly as its one-row decode would: the kernel's entry point and the cascade
-            # are chosen by the number of distinct requests, not of rows
+            # a request's rows attend exactly as its one-row decode would: the cascade is chosen by the number of
+            # distinct requests, not of rows (the kernel's two entry points return the same bits; the count only
+            # decides whether the call is worth numba's threads)
             distinct = len(set(q_req_rows))
             meta.decode_parallel = distinct * self.kv_pool.k_buffer[0].shape[1] >= self._parallel_min_jobs
             if distinct > 1:

@@ -32,6 +32,19 @@ def available() -> bool:
     return numba is not None
 
 
+def match_torch_threads() -> int:
+    """Gives the parallel entry point, on the calling thread, as many threads as torch uses there, and returns
+    that count. numba's count is per thread, and a thread that never set it runs prange on every core: an engine
+    told to use 1 thread stepped on a loop thread whose attention ran on 2, its extra worker spinning after each
+    call (a third of a core, and two 1-thread replicas on 2 cores then fought over them)."""
+    threads = torch.get_num_threads()
+    n = min(threads, numba.config.NUMBA_NUM_THREADS)
+    if numba.get_num_threads() != n:
+        numba.set_num_threads(n)
+        torch.set_num_threads(threads)   # starting numba's OpenMP layer resets this thread's OpenMP count
+    return n
+
+
 PARALLEL_MIN_JOBS = 16   # (request, KV head) jobs from which a call runs on numba's threads: below that, the
                          # hand-off between torch's and numba's thread pools costs more than it saves
 
@@ -141,7 +154,7 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
     out = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32))
     if B:
         if parallel is None:
-            parallel = B * k_bits.shape[1] >= PARALLEL_MIN_JOBS
+            parallel = B * k_bits.shape[1] >= PARALLEL_MIN_JOBS and match_torch_threads() > 1
         decode_attention_into(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, scale, out, parallel,
                               start)
     return out

@@ -10,6 +10,7 @@ A batch splits into two groups so that no request pays for another's length:
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -59,14 +60,21 @@ class TorchAttentionBackend(AttentionBackend):
             paged_decode = on_cpu and decode_attention_cpu.available()
         self.paged_decode = decode_attention_cpu.paged_decode_attention if paged_decode else None
         self._parallel_min_jobs = decode_attention_cpu.PARALLEL_MIN_JOBS
+        self._threads_matched: tuple[int, int] | None = None   # (thread id, torch threads) numba was matched to
+        self._numba_threads = 1
         if paged_decode:
-            import numba
-            threads = torch.get_num_threads()
-            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-            torch.set_num_threads(threads)   # starting numba's OpenMP layer resets this thread's OpenMP count
             # numpy views of every layer's buffers, made once: the kernel reads the pool in place
             self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
+
+    def _parallel_threads(self) -> int:
+        """The threads the kernel's parallel entry point gets on this thread: torch's count here (matched once
+        per thread and count; the check costs microseconds, so not on every call)."""
+        key = (threading.get_ident(), torch.get_num_threads())
+        if self._threads_matched != key:
+            self._threads_matched = key
+            self._numba_threads = decode_attention_cpu.match_torch_threads()
+        return self._numba_threads
 
     @staticmethod
     def _shared_prefix(table: torch.Tensor, rows: np.ndarray, seq_lens: np.ndarray) -> torch.Tensor | None:
@@ -114,7 +122,8 @@ class TorchAttentionBackend(AttentionBackend):
             # distinct requests, not of rows (the kernel's two entry points return the same bits; the count only
             # decides whether the call is worth numba's threads)
             distinct = len(set(q_req_rows))
-            meta.decode_parallel = distinct * self.kv_pool.k_buffer[0].shape[1] >= self._parallel_min_jobs
+            meta.decode_parallel = (distinct * self.kv_pool.k_buffer[0].shape[1] >= self._parallel_min_jobs
+                                    and self._parallel_threads() > 1)
             if distinct > 1:
                 meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
         elif q_rows:

@@ -1,4 +1,7 @@
 """The CPU paged decode kernel (numba) against the torch reference, over GQA ratios, page layouts and dtypes."""
+import os
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -52,6 +55,35 @@ def test_serial_and_parallel_entry_points_agree_bit_for_bit(dtype):
     parallel = decode_attention_arrays(q, k_bits, v_bits, table, rows, seq, 0.125, parallel=True)
     for a, b in zip(serial, parallel):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: numba's default is already 1 thread")
+def test_a_thread_runs_the_kernel_on_as_many_threads_as_torch_uses():
+    """numba's thread count is per thread: a thread that never set it runs the parallel entry point on every
+    core. An engine told to use 1 thread steps on its own loop thread, and its attention ran on 2 (the extra
+    worker spinning after each call). The kernel now follows torch's count on the calling thread."""
+    import numba
+    S, Hk, D, Hq, B = 1024, 3, 64, 9, 8
+    k_bits = cache_bits(torch.randn(S, Hk, D))
+    table = torch.randperm(S).to(torch.int32).view(B, -1).numpy().copy()
+    q = torch.randn(B, Hq, D).numpy()
+    rows, seq = np.arange(B, dtype=np.int64), np.full(B, 40, dtype=np.int64)
+    assert B * Hk >= PARALLEL_MIN_JOBS
+    seen = {}
+
+    def call():
+        decode_attention_arrays(q, k_bits, k_bits, table, rows, seq, 0.125)
+        seen["numba"] = numba.get_num_threads()
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t = threading.Thread(target=call)
+        t.start()
+        t.join()
+    finally:
+        torch.set_num_threads(before)
+    assert seen["numba"] == 1
 
 
 def test_bad_inputs_are_named():

@@ -16,6 +16,7 @@ from .ir.grammar_ir import JSON_WS, GrammarIR
 from .ir.nodes import LexNode
 from .parser.grammar import Grammar
 from .schema.compiler import SchemaCompiler
+from .schema.metaschema import check_schema
 from .vocab.token_index import TokenIndex
 
 WHITESPACE_MODES = ("any", "compact", "standard", "flexible")
@@ -105,7 +106,7 @@ class GrammarCompiler:
         spec = json.dumps(schema, sort_keys=property_order != "schema")
 
         def build() -> Grammar:
-            _check_schema(schema)
+            check_schema(schema)
             canonical = whitespace != "any"
             sc = SchemaCompiler(schema, self._dfas, canonical=canonical, close_objects=close_objects)
             try:
@@ -195,12 +196,3 @@ def _load_schema(schema: Any) -> Any:
                        f"{type(schema).__name__}")
 
 
-def _check_schema(schema: Any) -> None:
-    import jsonschema
-    try:
-        cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator) \
-            if isinstance(schema, dict) else jsonschema.Draft202012Validator
-        cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as e:
-        path = "#" + "".join(f"/{p}" for p in e.path)
-        raise GrammarError(f"invalid JSON Schema at {path}: {e.message}") from None

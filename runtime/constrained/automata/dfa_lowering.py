@@ -114,7 +114,8 @@ class Lowering:
         s = self.new()
         self.memo[key] = s
         size = radix ** (k - 1)
-        for d in range(radix):
+        # digits outside the span of segs (sorted, non-empty) would clip to nothing
+        for d in range((segs[0][0] - base) // size, (segs[-1][1] - base) // size + 1):
             lo = base + d * size
             sub = _clip(segs, lo, lo + size - 1)
             if not sub:

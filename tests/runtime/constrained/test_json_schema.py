@@ -95,6 +95,31 @@ def test_const_and_enum_equality(tokenizer, compiler):
     assert accepts(tokenizer, g, "é") and feed(tokenizer, g, '"é"') and accepts(tokenizer, g, 2.0)
 
 
+def test_an_enum_is_one_lexeme_per_kind(tokenizer, compiler):
+    """An enum's strings share one lexeme (a trie) and its numbers another; the other values stay nodes."""
+    from sglite.runtime.constrained.ir.nodes import LexNode, UnionNode
+    values = ["a", "ab", "b\"q", "é", 1, 2.5, -3, None, True, {"k": "a"}, [1]]
+    g = compiler.compile_json_schema({"enum": values})
+    union = g.nodes[g.root]
+    assert isinstance(union, UnionNode) and len(union.alts) == 6     # strings, numbers, null, true, object, array
+    assert sum(isinstance(g.nodes[a], LexNode) for a in union.alts) == 4
+    for v in values + [1.0, 2.50, -3.0]:
+        assert accepts(tokenizer, g, v), v
+    for v in ["", "abc", "b", "A", 0, 2.4, 3, False, {"k": "b"}, [2], {}]:
+        assert not accepts(tokenizer, g, v), v
+
+
+def test_object_shapes_share_one_key_dfa(tokenizer, compiler):
+    """Objects with the same names (in any order) use the same immutable key DFA, across grammars."""
+    a = compiler.compile_json_schema({"type": "object", "properties": {"x": {}, "y": {}},
+                                      "additionalProperties": False})
+    b = compiler.compile_json_schema({"type": "object", "properties": {"y": {"type": "integer"}, "x": {}},
+                                      "additionalProperties": False, "required": ["y"]})
+    assert a.parser.keys.dfa(a.root) is b.parser.keys.dfa(b.root)
+    assert accepts(tokenizer, b, {"y": 1, "x": "s"}) and not accepts(tokenizer, b, {"x": 1})
+    assert accepts(tokenizer, a, {"x": 1}) and not accepts(tokenizer, a, {"z": 1})
+
+
 @pytest.mark.parametrize("fmt,good,bad", [
     ("date", "2024-02-29", "2023-02-29"),
     ("date-time", "2024-01-31T12:30:00Z", "2024-01-31 12:30"),

@@ -20,7 +20,8 @@ class ByteDFA:
 
     def __init__(self, table: np.ndarray, start: int, accepting: np.ndarray, labels: dict[int, Hashable],
                  boundary: np.ndarray):
-        self.table = table                    # [n, 256] int32, -1 = dead
+        self.table = table                    # [n, 256] int32, -1 = dead; read-only (table_list copies rows lazily)
+        table.flags.writeable = False
         self.start = start
         self.accepting = accepting            # [n] bool
         self.labels = labels
@@ -36,11 +37,7 @@ class ByteDFA:
         h.update(accepting.tobytes())
         h.update(np.int64(start).tobytes())
         self.key = h.hexdigest()              # structural identity: mask caches are shared between equal DFAs
-        # python rows for the byte-at-a-time stepper; tuples of ints, which the garbage collector stops
-        # tracking once it has seen them (lists it would traverse in every full collection: ~100k rows in a
-        # server's cached grammars). Made here, not on first use: that moved ~2 ms per key DFA into the first
-        # mask that steps it (MaskBench mask p99 1.03 -> 1.47 ms)
-        self.table_list = tuple(map(tuple, table.tolist()))
+        self.table_list = _Rows(table)       # python rows for the byte-at-a-time stepper
         self._char_dist = None
         # optional: states [0, alias.num_states) behave exactly like the same states of `alias`, and other
         # states differ from `alias_ref` only on the bytes where their rows differ (see TokenIndex.classify)
@@ -138,6 +135,24 @@ class ByteDFA:
                 s = rows[s][b]
             acc[s] = True
         return trimmed_dfa(rows, 0, acc, {}, [False] * len(rows))
+
+
+class _Rows(dict):
+    """`rows[state]`: the table's row as a tuple of ints, made the first time the stepper reads it. Tuples, which
+    the garbage collector stops tracking once it has seen them (lists it would traverse in every full
+    collection: ~100k rows in a server's cached grammars); one at a time, because converting every row was two
+    thirds of building a key DFA (a 372-state one: 1.9 of 2.9 ms) and most of its states (the JSON escapes of
+    each name's characters) are never stepped through. Converting all of them on first use instead moved those
+    milliseconds into masks (MaskBench mask p99 1.03 -> 1.47 ms); a row costs about 3 us."""
+    __slots__ = ("table",)
+
+    def __init__(self, table: np.ndarray):
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, state: int) -> tuple[int, ...]:
+        row = self[state] = tuple(self.table[state].tolist())
+        return row
 
 
 def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary) -> ByteDFA:

@@ -8,7 +8,7 @@ from typing import Any
 from ..automata.json_numbers import literal_number
 from ..automata.key_dfa import words_dfa
 from ..ir.nodes import ArrayNode, LexNode, ObjectNode, UnionNode
-from .json_values import json_equal, json_in
+from .json_values import json_equal, json_key
 from .keywords import constraints
 from .lowerer import Lowerer
 from .standard import valid
@@ -31,15 +31,15 @@ def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
     values = list(s["enum"]) if "enum" in s else [s["const"]]
     if "enum" in s and "const" in s:
         values = [v for v in values if json_equal(v, s["const"])]
-    excluded = s.get("$exclude", [])
-    values = [v for v in values if not json_in(v, excluded)]
+    excluded = {json_key(v) for v in s.get("$exclude", [])}
+    values = [v for v in values if json_key(v) not in excluded]
     rest = constraints(s, "enum", "const", "$exclude")
     if rest:
         values = [x for x in values if valid(sc.doc, rest, x, ptr)]
-    uniq: list = []
+    first: dict = {}
     for v in values:
-        if not json_in(v, uniq):
-            uniq.append(v)
+        first.setdefault(json_key(v), v)   # the first of equal values
+    uniq = list(first.values())
     # the strings share one lexeme (a trie), and so do the numbers: one automaton to build and to walk for
     # each mask instead of one per value (enums of hundreds of names were a third of MaskBench's compile time)
     strings = [v for v in uniq if isinstance(v, str)]

@@ -3,11 +3,10 @@
 `classify(dfa, state, node)` walks the DFA from `state` over the tokens below trie node `node` (their bytes past
 the node's prefix) and sorts them into "stays inside the lexeme" (with the DFA state after the token) and "may
 leave the lexeme" (the DFA accepts before the token ends; the caller checks the rest against the parse stack).
-Three walks give the same answer: a vectorised one over the whole trie (one numpy gather per depth) for dense
-lexeme states at the trie root; a frontier one (trie_frontier.py: gathers over just the nodes still inside the
-lexeme, the small remainder handed to the depth-first one) for root states reading a few first bytes; and a
-depth-first one that follows only the bytes the DFA can read, for small subtrees (below structural prefixes like
-`{"`). Object-name DFAs built on the plain-string DFA reuse its root results (`split`, `packed_inside`).
+Two walks give the same answer: a compiled scan of the trie in preorder that skips the subtrees the DFA
+kills (trie_walk.py), and Python's depth-first one that follows only the bytes the DFA can read, for small
+subtrees (below structural prefixes like `{"`) and as the reference. Object-name DFAs built on the plain-string
+DFA reuse its root results (`split`, `packed_inside`): only the first bytes where a state differs are walked.
 Results are cached per (dfa.key, state, node), so equal DFAs in different grammars share the work.
 `children` / `ends`: the trie as Python lists, for the parser's byte-by-byte walk at structural positions."""
 from __future__ import annotations
@@ -19,21 +18,13 @@ from typing import NamedTuple
 import numpy as np
 
 from ..automata.byte_dfa import ByteDFA
-from .suffix_table import LEAVES, SuffixTable
-from .trie_frontier import _spans
+from . import trie_walk
 from .vocab_trie import VocabTrie
 
 _CACHE_BYTES = 256 << 20    # classification cache budget
 _PACKED_LIMIT = 4_096       # packed masks (6 KB each) kept before that cache is cleared
-_DFS_NODES = 512            # a root walk whose first bytes cover more trie nodes than this is vectorised
-_HANDOFF = 256             # a frontier whose subtrees hold this few nodes is finished depth-first
-_DENSE_NODES = 20_000       # ... over the whole trie per depth (~10 ns a node) when the first bytes' subtrees
-                            #   hold this many nodes, else over the frontier still inside the lexeme (~40 ns
-                            #   a node it keeps alive)
-_SUFFIX_DEPTHS = 24        # a SuffixTable covers tokens read from their first 24 byte offsets
+_KERNEL_NODES = 64         # first bytes' subtrees past this many nodes are classified by the compiled scan
 _WS = b" \t\n\r"           # JSON whitespace
-_FEW_DIFFER = 16           # an alias walk takes a node's children wholesale where its row differs on this few bytes
-_CACHE_LIMIT_DIFFER = 65_536
 
 
 class TokenClasses(NamedTuple):
@@ -68,9 +59,8 @@ class TokenIndex(VocabTrie):
         self._ws_step: dict[int, tuple[dict[int, tuple[int, ...]], tuple[int, ...]]] = {}
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
-        self._suffix: dict[tuple, SuffixTable | None] = {}
-        self._differs: dict[tuple, tuple[int, ...]] = {}
         self._lock = threading.Lock()
+        trie_walk.warm(self.scan, self.by_pre)
 
     def ws_closure(self, node: int) -> tuple[int, ...]:
         """Trie nodes reached from `node` by JSON whitespace bytes, `node` first. Cached."""
@@ -143,8 +133,7 @@ class TokenIndex(VocabTrie):
             redo[differ] = True
             keep = self.packed_inside(dfa.alias, dfa.alias_ref) & ~np.bitwise_or.reduce(
                 self.first_packed[differ], axis=0, initial=0)
-            hit = (self.classify(dfa.alias, dfa.alias_ref), redo, self._alias_walk(dfa, state, differ.tolist()),
-                   keep)
+            hit = (self.classify(dfa.alias, dfa.alias_ref), redo, self._walk(dfa, state, 0, differ.tolist()), keep)
             with self._lock:
                 if len(self._split) > _PACKED_LIMIT:
                     self._split.clear()
@@ -165,151 +154,16 @@ class TokenIndex(VocabTrie):
                 self._packed[key] = hit
         return hit
 
-    def suffix_table(self, dfa: ByteDFA, state: int) -> SuffixTable | None:
-        """The SuffixTable of (dfa, state), built on first use (~0.1 s; ~10 MB); None if the DFA does not allow
-        one (an accepting state that reads on). Cached per (dfa.key, state): one per plain-string DFA."""
-        key = (dfa.key, state)
-        if key not in self._suffix:
-            try:
-                table = SuffixTable(dfa, state, self.token_bytes, self.by_pre, _SUFFIX_DEPTHS)
-            except ValueError:
-                table = None
-            with self._lock:
-                self._suffix[key] = table
-        return self._suffix[key]
-
-    def _alias_walk(self, dfa: ByteDFA, state: int, first: list[int]) -> TokenClasses:
-        """`_walk(dfa, state, 0, first)` for a state of a DFA built on `dfa.alias`: depth-first through the trie
-        nodes where `dfa` is in its own states; where a byte takes it into an alias state exactly as the alias's
-        `alias_ref` state would (a row copied from it), the child's whole subtree is read from the alias's
-        SuffixTable (two slices), and elsewhere (escapes) the depth-first walk goes on."""
-        alias, ref = dfa.alias, dfa.alias_ref
-        table = self.suffix_table(alias, ref)
-        if table is None or (dfa.table[dfa.accepting] >= 0).any():
-            return self._walk(dfa, state, 0, first)
-        rows, acc, bnd = dfa.table_list, dfa.accepting_list, dfa.boundary_list
-        ref_row, ref_bnd, n_alias = alias.table_list[ref], alias.boundary_list[ref], alias.num_states
-        children, ends, depth = self.children, self.ends, self.depth
-        by_pre, tok_lo, tok_hi = self.by_pre, self.tok_lo, self.tok_hi
-        ins: list[int] = []
-        incs: list[int] = []
-        outs: list[int] = []
-        span_lo: list[int] = []         # subtrees read from the table: preorder slice, offset, characters before
-        span_hi: list[int] = []
-        span_p: list[int] = []
-        span_c: list[int] = []
-        leave: list[np.ndarray] = []
-        rest: list[tuple] = []          # (trie node, state, characters, may end) for the depth-first walk
-        rest_nodes = 0
-        todo = [(0, state, 0, first)]
-        while todo:
-            n, s, c, only = todo.pop()
-            kids = children[n]
-            row = rows[s]
-            c_in = c + 1 if bnd[s] else c
-            p = depth[n]
-            if only is not None:
-                items = [(b, kids[b]) for b in only if b in kids]
-            elif bnd[s] == ref_bnd and not acc[s] and p < table.depths and \
-                    len(differ := self._differ(dfa, s)) <= _FEW_DIFFER:
-                # every child by a byte where this row is ref's own reads like ref: those subtrees are the
-                # slices of n's children's tokens between the other children's (children's slices are adjacent)
-                items = sorted(((b, kids[b]) for b in differ if b in kids), key=lambda x: tok_lo[x[1]])
-                lo = tok_lo[n] + len(ends[n])
-                for _, child in items + [(None, None)]:
-                    hi = tok_lo[child] if child is not None else tok_hi[n]
-                    if hi > lo:
-                        span_lo.append(lo)
-                        span_hi.append(hi)
-                        span_p.append(p)
-                        span_c.append(c)
-                    if child is not None:
-                        lo = tok_hi[child]
-            else:
-                items = kids.items()
-            for b, child in items:
-                ns = row[b]
-                if ns < 0:
-                    if acc[s] and n != 0:       # the lexeme ended at n: every token below child leaves
-                        leave.append(by_pre[tok_lo[child]:tok_hi[child]])
-                    continue
-                if ns < n_alias and ns == ref_row[b] and bnd[s] == ref_bnd and p < table.depths:
-                    span_lo.append(tok_lo[child])
-                    span_hi.append(tok_hi[child])
-                    span_p.append(p)
-                    span_c.append(c)
-                    continue
-                c2 = c_in if b != 0x22 else c
-                for t in ends[child]:
-                    ins.append(t)
-                    incs.append(c2)
-                    outs.append(ns)
-                if children[child]:
-                    if ns >= n_alias:
-                        todo.append((child, ns, c2, None))
-                    else:
-                        rest.append((child, ns, c2, acc[ns]))
-                        rest_nodes += self.subtree_size[child]
-                        if rest_nodes > _DFS_NODES:     # inside an escape: the general walk does better
-                            return self._walk(dfa, state, 0, first)
-        if rest:
-            i2, c2s, e2, l2 = self._dfs(dfa, rest, -1, None)
-            ins += i2
-            incs += c2s
-            outs += e2
-            if l2:
-                leave.append(np.array(l2, np.int32))
-        ids, inc, end = np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32)
-        if span_lo:
-            lo, hi = np.array(span_lo, np.int64), np.array(span_hi, np.int64)
-            cnt = hi - lo
-            pos = _spans(lo, hi)
-            at = np.repeat(np.array(span_p, np.int64), cnt)
-            t_end = table.end[at, pos]
-            keep = t_end >= 0
-            toks = by_pre[pos]
-            ids = np.concatenate([ids, toks[keep]])
-            inc = np.concatenate([inc, (table.inc[at, pos] + np.repeat(np.array(span_c, np.int32), cnt))[keep]])
-            end = np.concatenate([end, t_end[keep]])
-            gone = t_end == LEAVES
-            if gone.any():
-                leave.append(toks[gone])
-        leaving = np.concatenate(leave).tolist() if leave else []
-        return TokenClasses(ids, inc, end, self._leaving(dfa, state, 0, leaving))
-
-    def _differ(self, dfa: ByteDFA, s: int) -> tuple[int, ...]:
-        """Bytes where state s's row of `dfa` differs from `dfa.alias_ref`'s (a DFA built on `dfa.alias`). Cached."""
-        key = (dfa.key, s)
-        hit = self._differs.get(key)
-        if hit is None:
-            hit = tuple(np.flatnonzero(dfa.table[s] != dfa.table[dfa.alias_ref]).tolist())
-            with self._lock:
-                if len(self._differs) > _CACHE_LIMIT_DIFFER:
-                    self._differs.clear()
-                self._differs[key] = hit
-        return hit
-
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
-        """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python
-        costs ~1 µs a trie node; the per-depth walk ~0.5 ms for the whole trie; the frontier walk a few µs a
-        depth plus the nodes kept alive: the first bytes' subtree sizes and count decide."""
-        if node == 0:
-            kids = self.children[0]
-            first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
-            size = sum(self.subtree_size[kids[b]] for b in first)
-        else:       # below a structural prefix subtrees are small: the depth-first walk is cheapest
-            first, size = None, 0
-        if size > _DFS_NODES:
-            if node == 0 and only is None and size >= _DENSE_NODES:
-                return self._walk_levels(dfa, state)
-            ids, inc, end, leaving, rest = self.frontier.walk(dfa, state, node, first, _HANDOFF)
-            leaving = leaving.tolist()
-            if rest:        # a small remainder is finished depth-first (numpy's per-call cost dominates there)
-                i2, c2, e2, l2 = self._dfs(dfa, rest, -1, None)
-                ids, inc = np.concatenate([ids, np.array(i2, np.int32)]), np.concatenate([inc, np.array(c2, np.int32)])
-                end = np.concatenate([end, np.array(e2, np.int32)])
-                leaving += l2
-            return TokenClasses(ids, inc, end, self._leaving(dfa, state, self.depth[node], leaving))
+        """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python's
+        depth-first walk costs ~1 µs a live trie node, the compiled scan (trie_walk.py) ~10 µs a call plus a
+        few ns a node of the subtrees it scans: their size decides (without numba, Python walks them all)."""
+        kids = self.children[node]
+        first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
+        if trie_walk.available() and sum(self.subtree_size[kids[b]] for b in first) > _KERNEL_NODES:
+            bound = sum(self.tok_hi[kids[b]] - self.tok_lo[kids[b]] for b in first)
+            ids, inc, end, leaving = trie_walk.compiled_walk(self.scan, self.by_pre, dfa, state, node, first, bound)
+            return TokenClasses(ids, inc, end, self._leaving(dfa, state, self.depth[node], leaving.tolist()))
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
@@ -354,33 +208,6 @@ class TokenIndex(VocabTrie):
                 elif may_end:
                     leave.append(self.by_pre[self.tok_lo[child]:self.tok_hi[child]])
         return ins, incs, outs, (np.concatenate(leave).tolist() if leave else [])
-
-    def _walk_levels(self, dfa: ByteDFA, state: int) -> TokenClasses:
-        """The vectorised walk from the trie root over every first byte: one gather per depth over the DFA's
-        `walk_flat` table, whose states also carry "accepting before a later byte" (see ByteDFA)."""
-        nxt, winc = dfa.walk_flat
-        big = dfa.num_states + 1                          # x < big: not yet accepting before a later byte
-        dead = dfa.num_states                             # x == dead: dead and never accepting: stop there
-        st = np.full(self.num_nodes, dead, np.int32)      # walk state x per trie node (flat position)
-        inc = np.zeros(self.num_nodes, np.int32)
-        for d, (lo, hi, pp, bb) in enumerate(self.levels):
-            if d == 0:      # parent: the root, in `state`; accepting before the first byte does not count
-                st[lo:hi] = dfa.walk_table[state][bb]
-                inc[lo:hi] = bool(dfa.walk_boundary[state]) & (bb != 0x22)
-                continue
-            ps = st[pp]
-            if not (ps != dead).any():
-                break
-            at = ps * 256 + bb
-            st[lo:hi] = nxt[at]
-            inc[lo:hi] = inc[pp] + winc[at]
-        toks, pos = self.by_pre, self.pre_pos
-        x = st[pos]
-        anc = x >= big
-        tok_state = x - big * anc
-        inside = tok_state != dead
-        return TokenClasses(toks[inside], inc[pos[inside]], tok_state[inside],
-                            self._leaving(dfa, state, 0, toks[anc & ~inside].tolist()))
 
     def _leaving(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple:
         """Group tokens that may leave the lexeme by (accepting state, rest of the token)."""

@@ -1,10 +1,10 @@
 """The vocabulary as a byte trie over the text tokens' raw bytes, with the index arrays the classification walks
-use: preorder token ranges per node, nodes grouped by depth and first byte, packed masks by first byte."""
+use: preorder token ranges per node, the preorder arrays of the compiled scan, packed masks by first byte."""
 from __future__ import annotations
 
 import numpy as np
 
-from .trie_frontier import TrieFrontier
+from .trie_walk import PreorderTrie
 
 
 class VocabTrie:
@@ -28,7 +28,6 @@ class VocabTrie:
         children: list[dict[int, int]] = [{}]
         ends: list[list[int]] = [[]]
         depth = [0]
-        parent = [0]
         byte = [0]
         node_of = np.zeros(self.vocab_size, np.int64)
         for i in self.text_tokens:
@@ -41,7 +40,6 @@ class VocabTrie:
                     children.append({})
                     ends.append([])
                     depth.append(depth[n] + 1)
-                    parent.append(n)
                     byte.append(b)
                 n = nxt
             ends[n].append(i)
@@ -51,8 +49,9 @@ class VocabTrie:
         self.depth = depth
         self.num_nodes = len(children)
         self._build_ranges(node_of)
-        self.frontier = TrieFrontier(children, self.ends, self.by_pre, self.tok_lo, self.tok_hi, self.subtree_size)
-        self._build_levels(np.array(depth), np.array(parent), np.array(byte), node_of)
+        self.max_depth = max(depth)
+        self.scan = PreorderTrie(self.preorder, depth, np.array(byte), self.subtree_size, self.tok_lo,
+                                 len(self.by_pre))
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
         self.is_text[self.text_tokens] = True
@@ -76,6 +75,7 @@ class VocabTrie:
             for c in self.children[n].values():
                 size[n] += size[c]
         self.subtree_size = size
+        self.preorder = np.asarray(order, np.int64)     # preorder position -> node
         tok_pre = pre[node_of[self.text_tokens]]
         by = np.argsort(tok_pre, kind="stable")
         self.by_pre = np.asarray(self.text_tokens, np.int32)[by]
@@ -83,21 +83,3 @@ class VocabTrie:
         ends_at = pre + np.array(size)
         self.tok_lo = np.searchsorted(sorted_pre, pre).tolist()
         self.tok_hi = np.searchsorted(sorted_pre, ends_at).tolist()
-
-    def _build_levels(self, depth_a, parent_a, byte_a, node_of) -> None:
-        """Nodes grouped by depth, and within a depth by first byte (a first byte's subtree is one slice)."""
-        first = np.full(self.num_nodes, 256, np.int64)       # first byte of each node's prefix (root: 256)
-        for n in range(1, self.num_nodes):
-            first[n] = byte_a[n] if depth_a[n] == 1 else first[parent_a[n]]
-        order = np.lexsort((first, depth_a))
-        self.max_depth = int(depth_a.max())
-        pos = np.empty(self.num_nodes, np.int64)
-        pos[order] = np.arange(self.num_nodes)
-        bounds = np.searchsorted(depth_a[order], np.arange(self.max_depth + 2))
-        # per depth d >= 1: (start, end, parents' flat positions, bytes, per-first-byte slice bounds [257])
-        self.levels = []
-        for d in range(1, self.max_depth + 1):
-            nodes = order[bounds[d]:bounds[d + 1]]
-            self.levels.append((int(bounds[d]), int(bounds[d + 1]), pos[parent_a[nodes]], byte_a[nodes]))
-        self.token_pos = pos[node_of]                     # flat position of each token's node
-        self.pre_pos = self.token_pos[self.by_pre]        # ... in `by_pre` order

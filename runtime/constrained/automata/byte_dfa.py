@@ -72,6 +72,18 @@ class ByteDFA:
             self._walk_flat = (nxt.ravel(), inc.ravel())
         return self._walk_flat
 
+    @cached_property
+    def walk_loops(self) -> np.ndarray:
+        """uint64 [n + 1, 4]: per state (and the dead row n, empty) the 256-bit set of bytes other than '"' that
+        lead back to the same state, for the compiled trie walk. Cached."""
+        n = self.num_states
+        loops = np.zeros((n + 1, 32), np.uint8)
+        if n:
+            same = self.table == np.arange(n, dtype=np.int32)[:, None]
+            same[:, 0x22] = False
+            loops[:n] = np.packbits(same, axis=1, bitorder="little")
+        return loops.view(np.uint64)
+
     @property
     def edges(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct (src, dst) state pairs of `table` (see `distinct_edges`), cached."""

@@ -28,27 +28,52 @@ class PreorderTrie:
     ns a node on Zen 1, no faster than the per-depth numpy walk.) Immutable."""
 
     def __init__(self, preorder: np.ndarray, depth: list[int], node_byte: np.ndarray, subtree_size: list[int],
-                 tok_lo: list[int], num_tokens: int):
+                 tok_lo: list[int], token_len: np.ndarray):
+        """`token_len`: int32 [tokens] byte length of each token in preorder (`by_pre`) order."""
         self.depth = np.asarray(depth, np.int16)[preorder]          # [n] by preorder position
         self.byte = node_byte[preorder].astype(np.uint8)            # [n] the byte into the node (root: 0)
         self.size = np.asarray(subtree_size, np.int32)[preorder]    # [n] nodes in the subtree, itself included
         # [n + 1]: the tokens ending at position i are by_pre[tok_lo[i]:tok_lo[i + 1]], those below it
         # by_pre[tok_lo[i]:tok_lo[i + size[i]]]
-        self.tok_lo = np.append(np.asarray(tok_lo, np.int32)[preorder], np.int32(num_tokens))
+        self.tok_lo = np.append(np.asarray(tok_lo, np.int32)[preorder], np.int32(len(token_len)))
+        self.token_len = np.asarray(token_len, np.int32)
         self.pos = np.empty(len(preorder), np.int64)               # node -> preorder position
         self.pos[preorder] = np.arange(len(preorder))
         self.max_depth = int(self.depth.max(initial=0))
+        # uint64 [n, 4]: the bytes read anywhere strictly below each position, as a 256-bit set
+        self.below = np.zeros((len(preorder), 4), np.uint64)
+        if numba is not None:
+            _below_bytes(self.depth, self.byte, self.below)
 
 
 if numba is not None:
     @numba.njit(cache=True, nogil=True)
-    def _walk_kernel(depth, byte, size, tok_lo, by_pre, nxt, winc, root_row, root_inc, p0, first, dead,
-                     max_depth, out_ids, out_inc, out_end, out_leave):
+    def _below_bytes(depth, byte, below):
+        """Fills below[i] (uint64 [n, 4]) with the set of bytes on edges strictly below preorder position i."""
+        n = len(depth)
+        parent = np.zeros(n, np.int64)
+        path = np.zeros(int(depth.max()) + 2, np.int64)
+        for i in range(1, n):
+            path[depth[i]] = i
+            parent[i] = path[depth[i] - 1]
+        for i in range(n - 1, 0, -1):       # children come after their parent
+            p = parent[i]
+            b = byte[i]
+            below[p, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+            for w in range(4):
+                below[p, w] |= below[i, w]
+
+    @numba.njit(cache=True, nogil=True)
+    def _walk_kernel(depth, byte, size, tok_lo, by_pre, token_len, below, nxt, winc, loops, boundary, root_row,
+                     root_inc, p0, first, dead, max_depth, out_ids, out_inc, out_end, out_leave):
         """Scan the subtree of preorder position `p0` from the DFA row `root_row` (walk_table[state]: [256],
         `dead` = dead), over the children whose byte is set in `first` (bool [256]). A walk state x is a DFA
         state, plus big = dead + 1 once the DFA accepted before a byte past the first (walk_flat's encoding;
-        `nxt`/`winc` are walk_flat). Fills out_ids/out_inc/out_end (tokens read wholly, DFA alive) and out_leave
-        (tokens that may leave the lexeme: x past big with the DFA dead), returns (inside count, leaving count)."""
+        `nxt`/`winc` are walk_flat). Where every byte below a node is one its state loops on (`loops`: uint64
+        [dead + 1, 4] byte sets, '"' never in them), its whole subtree is read at once: each token inside, in
+        that state, a character per byte where the state starts characters (`boundary`). Fills out_ids /
+        out_inc / out_end (tokens read wholly, DFA alive) and out_leave (tokens that may leave the lexeme: x
+        past big with the DFA dead), returns (inside count, leaving count)."""
         big = dead + 1
         xs = np.empty(max_depth + 2, np.int64)         # walk state at each depth of the current path
         incs = np.empty(max_depth + 2, np.int64)
@@ -80,6 +105,16 @@ if numba is not None:
                 i += size[i]
                 continue
             s = x - big if x >= big else x
+            if size[i] > 1 and (below[i, 0] & ~loops[s, 0]) == 0 and (below[i, 1] & ~loops[s, 1]) == 0 and \
+                    (below[i, 2] & ~loops[s, 2]) == 0 and (below[i, 3] & ~loops[s, 3]) == 0:
+                per = np.int64(1) if boundary[s] else np.int64(0)
+                for k in range(tok_lo[i], tok_lo[i + size[i]]):
+                    out_ids[n_in] = by_pre[k]
+                    out_inc[n_in] = inc + (token_len[k] - depth[i]) * per
+                    out_end[n_in] = s
+                    n_in += 1
+                i += size[i]
+                continue
             for k in range(tok_lo[i], tok_lo[i + 1]):
                 out_ids[n_in] = by_pre[k]
                 out_inc[n_in] = inc
@@ -108,9 +143,10 @@ def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: i
     inc = np.empty(n, np.int32)
     end = np.empty(n, np.int32)
     leave = np.empty(n, np.int32)
-    n_in, n_out = _walk_kernel(trie.depth, trie.byte, trie.size, trie.tok_lo, by_pre, nxt, winc,
-                               dfa.walk_table[state], bool(dfa.walk_boundary[state]), trie.pos[node], mask,
-                               dfa.num_states, trie.max_depth, ids, inc, end, leave)
+    n_in, n_out = _walk_kernel(trie.depth, trie.byte, trie.size, trie.tok_lo, by_pre, trie.token_len, trie.below,
+                               nxt, winc, dfa.walk_loops, dfa.walk_boundary, dfa.walk_table[state],
+                               bool(dfa.walk_boundary[state]), trie.pos[node], mask, dfa.num_states,
+                               trie.max_depth, ids, inc, end, leave)
     return ids[:n_in].copy(), inc[:n_in].copy(), end[:n_in].copy(), leave[:n_out].copy()
 
 

@@ -50,8 +50,8 @@ class VocabTrie:
         self.num_nodes = len(children)
         self._build_ranges(node_of)
         self.max_depth = max(depth)
-        self.scan = PreorderTrie(self.preorder, depth, np.array(byte), self.subtree_size, self.tok_lo,
-                                 len(self.by_pre))
+        token_len = np.array([len(self.token_bytes[t]) for t in self.by_pre.tolist()], np.int32)
+        self.scan = PreorderTrie(self.preorder, depth, np.array(byte), self.subtree_size, self.tok_lo, token_len)
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
         self.is_text[self.text_tokens] = True

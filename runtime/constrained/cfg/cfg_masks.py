@@ -6,7 +6,8 @@ shared by every grammar with an equal DFA); the tokens that leave the lexeme par
 after the lexeme accept; and, if the lexeme may end right here, the masks of those stacks. Leaving tokens are
 grouped by the trie node where they leave (the prefix the lexeme read): where many leave at one node (a space
 before words), the tokens below that node are classified from the next lexemes at once, recursively and
-deeper in the trie each time; where few do, their rests are run through the parser."""
+deeper in the trie each time; where few do, their rests are run through the parser (`TokenIndex.leave_points`
+gives the groups, shared by every grammar with an equal DFA)."""
 from __future__ import annotations
 
 import threading
@@ -32,7 +33,6 @@ class CfgMasks:
         self._zeros = np.zeros(self.words, np.int32)
         self._masks: dict[Stack, np.ndarray] = {}
         self._below: dict[tuple, np.ndarray] = {}       # (stack below a lexeme, trie node) -> packed mask
-        self._points: dict[tuple, tuple] = {}           # (dfa key, state, trie node) -> leave points
         self._first: dict[Stack, np.ndarray] = {}       # stack below -> bool [256] bytes that can follow
         self._lock = threading.Lock()
 
@@ -63,20 +63,23 @@ class CfgMasks:
             extra.append(self.index.packed_inside(dfa, s, node))
         else:
             mask[cls.inside] = True
-        if not cls.leaving:
+        if not len(cls.leave_ids):
             return
         below = stack[:-1]
         follow = None
-        for m, toks, firsts, rests in self._leave_points(dfa, s, node, cls.leaving):
+        tb, depth = self.index.token_bytes, self.index.depth
+        for m, toks in self.index.leave_points(dfa, s, node):
             if len(toks) > _FEW:
                 ok = self._tokens_below(below, m)
                 mask[toks[(ok[toks >> 5] >> (toks & 31)) & 1 == 1]] = True
                 continue
             if follow is None:
                 follow = self._follow_bytes(below)
-            succ = self.parser.complete(below)
-            for tok, first, rest in zip(toks.tolist(), firsts, rests):
-                if follow[first] and self.parser.run(succ, rest):
+                succ = self.parser.complete(below)
+            cut = depth[m]
+            for tok in toks.tolist():
+                rest = tb[tok][cut:]
+                if follow[rest[0]] and self.parser.run(succ, rest):
                     mask[tok] = True
 
     def _tokens_below(self, below: Stack, node: int) -> np.ndarray:
@@ -102,28 +105,6 @@ class CfgMasks:
                 hit[list(self.parser.next_bytes(succ))] = True
             hit = self._store(self._first, below, hit)
         return hit
-
-    def _leave_points(self, dfa, s: int, node: int, leaving) -> tuple:
-        """The leaving tokens of (dfa, s, node) grouped by the trie node where the lexeme ends: ((trie node,
-        int64 token ids, first byte of each rest, each rest), ...). Cached."""
-        key = (dfa.key, s, node)
-        hit = self._points.get(key)
-        if hit is not None:
-            return hit
-        tb, children = self.index.token_bytes, self.index.children
-        groups: dict[int, list] = {}
-        for _, rest, toks in leaving:
-            for tok, _ in toks:
-                data = tb[tok]
-                m = 0
-                for b in data[:len(data) - len(rest)]:
-                    m = children[m][b]
-                g = groups.setdefault(m, [[], [], []])
-                g[0].append(tok)
-                g[1].append(rest[0])
-                g[2].append(rest)
-        hit = tuple((m, np.array(g[0], np.int64), g[1], g[2]) for m, g in groups.items())
-        return self._store(self._points, key, hit)
 
     def _store(self, cache: dict, key, value):
         with self._lock:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import NamedTuple
+from typing import Callable
 
 import numpy as np
 
@@ -27,17 +27,34 @@ _KERNEL_NODES = 64         # first bytes' subtrees past this many nodes are clas
 _WS = b" \t\n\r"           # JSON whitespace
 
 
-class TokenClasses(NamedTuple):
-    """How the tokens below one trie node fare from one DFA state (token bytes counted past the node)."""
-    inside: np.ndarray      # int32 [k] ids of tokens the DFA reads wholly and stays alive
-    inc: np.ndarray         # int32 [k] characters started along each (bytes leaving a boundary state, other than
-                            #   the closing quote), for counted strings
-    end: np.ndarray         # int32 [k] DFA state after each
-    leaving: tuple          # ((a, rest, ((token, dc), ...)), ...): the lexeme may end in accepting state `a`
-                            #   with `rest` of the token still to read, after `dc` characters
+class TokenClasses:
+    """How the tokens below one trie node fare from one DFA state (token bytes counted past the node).
+    Immutable once made; `leaving` is grouped on first read (what JSON's masks use; a context-free grammar's
+    use `TokenIndex.leave_points`, and most of its lexemes leave on thousands of tokens: a space, then a word)."""
+    __slots__ = ("inside", "inc", "end", "leave_ids", "_group", "_leaving")
+
+    def __init__(self, inside: np.ndarray, inc: np.ndarray, end: np.ndarray, leave_ids: np.ndarray,
+                 group: Callable[[], tuple]):
+        self.inside = inside        # int32 [k] ids of tokens the DFA reads wholly and stays alive
+        self.inc = inc              # int32 [k] characters started along each (bytes leaving a boundary state, other
+                                    #   than the closing quote), for counted strings
+        self.end = end              # int32 [k] DFA state after each
+        self.leave_ids = leave_ids  # int32 [j] ids of the tokens the lexeme may end inside of, the rest read on
+        self._group = group         # () -> `leaving`
+        self._leaving = None
+
+    @property
+    def leaving(self) -> tuple:
+        """((a, rest, ((token, dc), ...)), ...): the lexeme may end in accepting state `a` with `rest` of the
+        token still to read, after `dc` characters. Grouped on first read."""
+        out = self._leaving
+        if out is None:
+            out = self._leaving = self._group()
+            self._group = None
+        return out
 
     def nbytes(self) -> int:
-        return self.inside.nbytes * 3 + 64 * len(self.leaving)
+        return self.inside.nbytes * 3 + self.leave_ids.nbytes * 4
 
 
 class TokenIndex(VocabTrie):
@@ -59,6 +76,7 @@ class TokenIndex(VocabTrie):
         self._ws_step: dict[int, tuple[dict[int, tuple[int, ...]], tuple[int, ...]]] = {}
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
+        self._points: dict[tuple, tuple] = {}
         self._lock = threading.Lock()
         trie_walk.warm(self.scan, self.by_pre)
 
@@ -154,6 +172,55 @@ class TokenIndex(VocabTrie):
                 self._packed[key] = hit
         return hit
 
+    def leave_points(self, dfa: ByteDFA, state: int, node: int = 0) -> tuple[tuple[int, np.ndarray], ...]:
+        """Where the tokens that may leave the lexeme (`classify(dfa, state, node).leaving`) can leave it:
+        ((trie node m, int64 ids of the tokens that may end the lexeme right after m's prefix and go on), ...),
+        each m once. What a context-free grammar's masks group by. Cached."""
+        key = (dfa.key, state, node)
+        hit = self._points.get(key)
+        if hit is None:
+            kids = self.children[node]
+            first = [b for b in dfa.live_bytes(state) if b in kids]
+            if trie_walk.available() and dfa.alias is None and \
+                    sum(self.subtree_size[kids[b]] for b in first) > _KERNEL_NODES:
+                bound = sum(self.tok_hi[kids[b]] - self.tok_lo[kids[b]] for b in first)
+                rows = trie_walk.compiled_walk(self.scan, self.by_pre, dfa, state, node, first, bound, 256)[4]
+                hit = self._rows_by_node(rows)
+            else:
+                hit = self._points_of(self.classify(dfa, state, node).leaving)
+            with self._lock:
+                if len(self._points) > _PACKED_LIMIT:
+                    self._points.clear()
+                self._points[key] = hit
+        return hit
+
+    def _rows_by_node(self, rows: np.ndarray) -> tuple[tuple[int, np.ndarray], ...]:
+        """compiled_walk's (preorder position, lo, hi) rows as leave_points' groups."""
+        if not len(rows):
+            return ()
+        rows = rows[np.argsort(rows[:, 0], kind="stable")]
+        pos, lo, hi = rows[:, 0], rows[:, 1], rows[:, 2]
+        cnt = hi - lo
+        ends = np.cumsum(cnt)
+        toks = self.by_pre[np.arange(int(ends[-1])) + np.repeat(lo - (ends - cnt), cnt)].astype(np.int64)
+        starts = np.flatnonzero(np.r_[True, pos[1:] != pos[:-1]])
+        cuts = np.r_[0, ends[starts[1:] - 1], ends[-1]]
+        nodes = self.preorder[pos[starts]].tolist()
+        return tuple((m, toks[cuts[k]:cuts[k + 1]]) for k, m in enumerate(nodes))
+
+    def _points_of(self, leaving: tuple) -> tuple[tuple[int, np.ndarray], ...]:
+        """leave_points' groups from classify's `leaving` groups: each token walked down to its leave node."""
+        tb, children = self.token_bytes, self.children
+        groups: dict[int, list[int]] = {}
+        for _, rest, toks in leaving:
+            for tok, _ in toks:
+                data = tb[tok]
+                m = 0
+                for b in data[:len(data) - len(rest)]:
+                    m = children[m][b]
+                groups.setdefault(m, []).append(tok)
+        return tuple((m, np.array(g, np.int64)) for m, g in groups.items())
+
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python's
         depth-first walk costs ~1 µs a live trie node, the compiled scan (trie_walk.py) ~10 µs a call plus a
@@ -163,15 +230,19 @@ class TokenIndex(VocabTrie):
         if trie_walk.available() and sum(self.subtree_size[kids[b]] for b in first) > _KERNEL_NODES:
             bound = sum(self.tok_hi[kids[b]] - self.tok_lo[kids[b]] for b in first)
             ids, inc, end, leaving = trie_walk.compiled_walk(self.scan, self.by_pre, dfa, state, node, first, bound)
-            return TokenClasses(ids, inc, end, self._leaving(dfa, state, self.depth[node], leaving.tolist()))
+            return self._classes(dfa, state, node, ids, inc, end, leaving)
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Depth-first over the trie below `node`, following only bytes the DFA reads, except below a point
         where the lexeme may end: there every child is looked at (a dead byte makes its subtree `leaving`)."""
         ins, incs, outs, leaving_ids = self._dfs(dfa, [(node, state, 0, False)], node, only)
-        return TokenClasses(np.array(ins, np.int32), np.array(incs, np.int32), np.array(outs, np.int32),
-                            self._leaving(dfa, state, self.depth[node], leaving_ids))
+        return self._classes(dfa, state, node, np.array(ins, np.int32), np.array(incs, np.int32),
+                             np.array(outs, np.int32), np.array(leaving_ids, np.int32))
+
+    def _classes(self, dfa: ByteDFA, state: int, node: int, ids, inc, end, leave_ids) -> TokenClasses:
+        depth = self.depth[node]
+        return TokenClasses(ids, inc, end, leave_ids, lambda: self._leaving(dfa, state, depth, leave_ids.tolist()))
 
     def _dfs(self, dfa: ByteDFA, todo: list[tuple], node: int, only: list[int] | None):
         """The depth-first walk from `todo`: (trie node, DFA state, characters started, lexeme may end) entries
@@ -232,7 +303,11 @@ class TokenIndex(VocabTrie):
 def _merge(base: TokenClasses, part: TokenClasses, redo: np.ndarray) -> TokenClasses:
     """`base` for tokens not in `redo` ([vocab] bool), `part` for those in it."""
     keep = ~redo[base.inside]
-    leaving = tuple((a, rest, kept) for a, rest, toks in base.leaving
-                    if (kept := tuple(x for x in toks if not redo[x[0]]))) + part.leaving
+
+    def group() -> tuple:
+        return tuple((a, rest, kept) for a, rest, toks in base.leaving
+                     if (kept := tuple(x for x in toks if not redo[x[0]]))) + part.leaving
+
     return TokenClasses(np.concatenate([base.inside[keep], part.inside]), np.concatenate([base.inc[keep], part.inc]),
-                        np.concatenate([base.end[keep], part.end]), leaving)
+                        np.concatenate([base.end[keep], part.end]),
+                        np.concatenate([base.leave_ids[~redo[base.leave_ids]], part.leave_ids]), group)

@@ -64,8 +64,8 @@ if numba is not None:
                 below[p, w] |= below[i, w]
 
     @numba.njit(cache=True, nogil=True)
-    def _walk_kernel(depth, byte, size, tok_lo, by_pre, token_len, below, nxt, winc, loops, boundary, root_row,
-                     root_inc, p0, first, dead, max_depth, out_ids, out_inc, out_end, out_leave):
+    def _walk_kernel(depth, byte, size, tok_lo, by_pre, token_len, below, nxt, winc, loops, boundary, accepting,
+                     root_row, root_inc, p0, first, dead, max_depth, out_ids, out_inc, out_end, out_leave, out_at):
         """Scan the subtree of preorder position `p0` from the DFA row `root_row` (walk_table[state]: [256],
         `dead` = dead), over the children whose byte is set in `first` (bool [256]). A walk state x is a DFA
         state, plus big = dead + 1 once the DFA accepted before a byte past the first (walk_flat's encoding;
@@ -77,6 +77,10 @@ if numba is not None:
         big = dead + 1
         xs = np.empty(max_depth + 2, np.int64)         # walk state at each depth of the current path
         incs = np.empty(max_depth + 2, np.int64)
+        path = np.empty(max_depth + 2, np.int64)       # preorder position at each depth of the current path
+        accs = np.zeros(max_depth + 2, np.bool_)       # ... whether its DFA state is accepting
+        cap = out_at.shape[0]
+        n_at = 0
         d0 = depth[p0]
         n_in = 0
         n_out = 0
@@ -102,6 +106,14 @@ if numba is not None:
                 for k in range(tok_lo[i], tok_lo[i + size[i]]):
                     out_leave[n_out] = by_pre[k]
                     n_out += 1
+                if cap:
+                    for dd in range(1, d):
+                        if accs[dd]:
+                            if n_at < cap:
+                                out_at[n_at, 0] = path[dd]
+                                out_at[n_at, 1] = tok_lo[i]
+                                out_at[n_at, 2] = tok_lo[i + size[i]]
+                            n_at += 1
                 i += size[i]
                 continue
             s = x - big if x >= big else x
@@ -122,32 +134,41 @@ if numba is not None:
                 n_in += 1
             xs[d] = x
             incs[d] = inc
+            path[d] = i
+            accs[d] = accepting[s]
             i += 1
-        return n_in, n_out
+        return n_in, n_out, n_at
 
 
 def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: int, node: int, first,
-                  bound: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                  bound: int, at_rows: int = 0) -> tuple:
     """(inside ids, their characters started, their end states, leaving ids; int32 each) for the tokens below
     trie node `node` (its prefix read) from DFA `state`, over its children by the bytes in `first` (an iterable;
-    None: all): the sets TokenIndex._walk_dfs gives. `bound`: at least the number of tokens
-    below those children."""
+    None: all): the sets TokenIndex._walk_dfs gives. `bound`: at least the number of tokens below those
+    children. With `at_rows` > 0, a fifth item: int64 [k, 3] rows (preorder position of an accepting node,
+    lo, hi): the tokens by_pre[lo:hi] may leave the lexeme at that node (see _walk_kernel), every pair."""
     nxt, winc = dfa.walk_flat
     mask = np.zeros(256, np.bool_)
     if first is None:
         mask[:] = True
     else:
         mask[np.fromiter(first, np.int64)] = True
-    n = bound
-    ids = np.empty(n, np.int32)
-    inc = np.empty(n, np.int32)
-    end = np.empty(n, np.int32)
-    leave = np.empty(n, np.int32)
-    n_in, n_out = _walk_kernel(trie.depth, trie.byte, trie.size, trie.tok_lo, by_pre, trie.token_len, trie.below,
-                               nxt, winc, dfa.walk_loops, dfa.walk_boundary, dfa.walk_table[state],
-                               bool(dfa.walk_boundary[state]), trie.pos[node], mask, dfa.num_states,
-                               trie.max_depth, ids, inc, end, leave)
-    return ids[:n_in].copy(), inc[:n_in].copy(), end[:n_in].copy(), leave[:n_out].copy()
+    ids = np.empty(bound, np.int32)
+    inc = np.empty(bound, np.int32)
+    end = np.empty(bound, np.int32)
+    leave = np.empty(bound, np.int32)
+    while True:
+        at = np.empty((at_rows, 3), np.int64)
+        n_in, n_out, n_at = _walk_kernel(
+            trie.depth, trie.byte, trie.size, trie.tok_lo, by_pre, trie.token_len, trie.below, nxt, winc,
+            dfa.walk_loops, dfa.walk_boundary, dfa.walk_accepting, dfa.walk_table[state],
+            bool(dfa.walk_boundary[state]), trie.pos[node], mask, dfa.num_states, trie.max_depth, ids, inc, end,
+            leave, at)
+        if n_at <= at_rows:
+            break
+        at_rows = n_at            # (only when asked for rows: 0 rows are never too few)
+    out = (ids[:n_in].copy(), inc[:n_in].copy(), end[:n_in].copy(), leave[:n_out].copy())
+    return out + (at[:n_at],) if at_rows else out
 
 
 def warm(trie: PreorderTrie, by_pre: np.ndarray) -> None:

@@ -173,7 +173,6 @@ def test_classify_walks_agree(compiler):
     prefix."""
     from sglite.runtime.constrained.automata.key_dfa import words_dfa
     from sglite.runtime.constrained.vocab import trie_walk
-    from sglite.runtime.constrained.vocab.token_index import TokenClasses
     assert trie_walk.available()
     idx = compiler.index
     dfas = [words_dfa({"name": "name", "nick": "nick"}, ("other",)),
@@ -188,13 +187,14 @@ def test_classify_walks_agree(compiler):
         assert len(a.inside) == len(b.inside)
         assert {(x, rest, frozenset(toks)) for x, rest, toks in a.leaving} == \
             {(x, rest, frozenset(toks)) for x, rest, toks in b.leaving}
+        assert sorted(a.leave_ids.tolist()) == sorted(b.leave_ids.tolist())
 
     def scan(dfa, s, node, first):
         kids = idx.children[node]
         first = [b for b in first if b in kids]
         bound = sum(idx.tok_hi[kids[b]] - idx.tok_lo[kids[b]] for b in first)
         ids, inc, end, leaving = trie_walk.compiled_walk(idx.scan, idx.by_pre, dfa, s, node, first, bound)
-        return TokenClasses(ids, inc, end, idx._leaving(dfa, s, idx.depth[node], leaving.tolist()))
+        return idx._classes(dfa, s, node, ids, inc, end, leaving)
 
     checked = dense = 0
     for dfa in dfas:
@@ -215,6 +215,30 @@ def test_classify_walks_agree(compiler):
             same(scan(dfa, s, node, range(256)), idx._walk_dfs(dfa, s, node, None))
             checked += 1
     assert checked >= 40 and dense >= 2
+
+
+def test_leave_points_agree(compiler):
+    """TokenIndex.leave_points from the compiled scan's rows (every accepting node on a path, with the dead
+    subtrees below it) groups exactly the tokens that classify's `leaving` groups say may leave, each at the
+    trie node where its lexeme would end: every state of the lexemes of four corpus grammars (a space then a
+    word: thousands of tokens), from the trie root and from below a space."""
+    from pathlib import Path
+
+    from sglite.runtime.constrained.cfg import CfgGrammar, lark_to_ir
+    idx = compiler.index
+    data = Path(__file__).resolve().parents[1] / "data" / "grammars"
+    checked = big = 0
+    for name in ("json", "sql", "arith", "config"):
+        text = (data / f"{name}.lark").read_text()
+        for dfa in CfgGrammar("lark", text, idx, lark_to_ir(text)).parser.dfas:
+            for s in range(dfa.num_states):
+                for node in (0, idx.children[0][0x20]):
+                    got = {m: sorted(t.tolist()) for m, t in idx.leave_points(dfa, s, node)}
+                    want = {m: sorted(t.tolist()) for m, t in idx._points_of(idx.classify(dfa, s, node).leaving)}
+                    assert got == want, (name, s, node)
+                    checked += 1
+                    big += sum(map(len, got.values())) > 10_000
+    assert checked >= 200 and big >= 1
 
 
 def test_name_walk_agrees(compiler):

@@ -1,5 +1,7 @@
 """End to end with the real SmolLM2-135M (slow): fifty JSON-schema generations from varied schemas, batched in
-one engine with jump-forward on, all end on their own ("stop", not "length") and validate with jsonschema."""
+one engine with jump-forward on, all end on their own ("stop", not "length") and validate with jsonschema. The
+reduced format runs every other schema (25): on an AVX2-only CPU, which emulates bf16, all fifty took 190 s of
+CI's time."""
 from __future__ import annotations
 
 import json
@@ -22,9 +24,9 @@ def model_in_format(request, real_model):
     """The reference model, and the reduced format 'auto' picks on AVX-512 machines (constrained outputs must
     stay 100% valid and finish in every format)."""
     if request.param == "fp32":
-        return real_model
+        return real_model, CASES
     from sglite.runtime.model import load_model
-    return load_model(weights=request.param)
+    return load_model(weights=request.param), CASES[::2]
 
 
 def test_fifty_schemas_all_validate(model_in_format):
@@ -32,15 +34,14 @@ def test_fifty_schemas_all_validate(model_in_format):
 
     from sglite.runtime.engine import Engine
 
-    real_model = model_in_format
-
+    real_model, cases = model_in_format
     tok = real_model.tokenizer
-    prompts = [chat_prompt(tok, request, schema) for _, request, schema in CASES]
-    params = [{"temperature": 0, "max_new_tokens": 256, "json_schema": schema} for _, _, schema in CASES]
+    prompts = [chat_prompt(tok, request, schema) for _, request, schema in cases]
+    params = [{"temperature": 0, "max_new_tokens": 256, "json_schema": schema} for _, _, schema in cases]
     with Engine(real_model) as engine:
         outs = engine.generate(prompts, params)
     failures = []
-    for (name, _, schema), out in zip(CASES, outs):
+    for (name, _, schema), out in zip(cases, outs):
         reason = out["meta_info"]["finish_reason"]["type"]
         try:
             jsonschema.validate(json.loads(out["text"]), schema)
@@ -50,7 +51,7 @@ def test_fifty_schemas_all_validate(model_in_format):
         if error:
             failures.append(f"{name}: {error}: {out['text'][:120]!r}")
     assert not failures, "\n".join(failures)
-    assert len(outs) == 50
+    assert len(outs) == len(cases) >= 25
 
 
 def test_runaway_value_closes_at_budget(real_model):

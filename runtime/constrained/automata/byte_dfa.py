@@ -95,7 +95,7 @@ class ByteDFA:
         """Bytes state s can read (cached; the cache only grows)."""
         hit = self._live.get(s)
         if hit is None:
-            hit = self._live[s] = tuple(b for b, t in enumerate(self.table_list[s]) if t >= 0)
+            hit = self._live[s] = tuple(np.flatnonzero(self.table[s] >= 0).tolist())
         return hit
 
     @property

@@ -37,7 +37,7 @@ class StackMasks:
         self._need: dict[tuple, int] = {}
         self._local: dict[tuple, bool] = {}         # (top frame, rest) -> accepted, see _local_ok
         self._local_toks: dict[tuple, tuple] = {}   # see _local_tokens
-        self._grouped: dict[tuple, dict] = {}       # see _groups
+        self._grouped = index.derived_cache("json_leaving_groups")    # see _groups: shared by grammars
         self._lock = threading.Lock()
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
@@ -246,7 +246,8 @@ class StackMasks:
 
     def _groups(self, gkey: tuple, leaving) -> dict:
         """`leaving` by accepting state: a -> (local: ((rest, toks), ...) for rests without ',', '}' or ']';
-        other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached."""
+        other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached per (DFA key,
+        state, trie node, part), which name the leaving groups in every grammar: in the index's cache."""
         hit = self._grouped.get(gkey)
         if hit is None:
             by: dict[int, tuple[list, list]] = {}

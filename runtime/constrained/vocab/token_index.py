@@ -24,6 +24,7 @@ from .vocab_trie import VocabTrie
 _CACHE_BYTES = 256 << 20    # classification cache budget
 _PACKED_LIMIT = 4_096       # packed masks (6 KB each) kept before that cache is cleared
 _KERNEL_NODES = 64         # first bytes' subtrees past this many nodes are classified by the compiled scan
+_KERNEL_LEAVING = 16       # leaving tokens past this many are walked by the compiled loop (trie_walk.py)
 _WS = b" \t\n\r"           # JSON whitespace
 
 
@@ -77,8 +78,19 @@ class TokenIndex(VocabTrie):
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
         self._points: dict[tuple, tuple] = {}
+        self._derived: dict[str, dict] = {}
         self._lock = threading.Lock()
         trie_walk.warm(self.scan, self.by_pre)
+
+    def derived_cache(self, name: str) -> dict:
+        """A dict named `name`, made on first use, for results that follow from this index's classifications
+        alone (keyed by DFA key, state, trie node...): one per index, so every grammar on this vocabulary
+        shares them. Its user bounds its size."""
+        hit = self._derived.get(name)
+        if hit is None:
+            with self._lock:
+                hit = self._derived.setdefault(name, {})
+        return hit
 
     def ws_closure(self, node: int) -> tuple[int, ...]:
         """Trie nodes reached from `node` by JSON whitespace bytes, `node` first. Cached."""
@@ -282,22 +294,35 @@ class TokenIndex(VocabTrie):
 
     def _leaving(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple:
         """Group tokens that may leave the lexeme by (accepting state, rest of the token)."""
-        rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        if trie_walk.available() and len(ids) > _KERNEL_LEAVING:
+            rows = trie_walk.leave_rows(self.tok_off, self.tok_data, dfa, state, depth, ids)
+        else:
+            rows = self._leave_rows(dfa, state, depth, ids)
+        tb = self.token_bytes
         groups: dict[tuple[int, bytes], list[tuple[int, int]]] = {}
+        for t, p, a, c in zip(*rows):
+            groups.setdefault((a, tb[t][p:]), []).append((t, c))
+        return tuple((a, rest, tuple(toks)) for (a, rest), toks in groups.items())
+
+    def _leave_rows(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple[list, list, list, list]:
+        """trie_walk.leave_rows in Python (few tokens; the tests' reference)."""
+        rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        out: tuple[list, list, list, list] = ([], [], [], [])
         for t in ids:
             data = self.token_bytes[t]
             s, c = state, 0
             for p in range(depth, len(data)):
                 byte = data[p]
                 if accl[s] and p > depth:
-                    groups.setdefault((s, data[p:]), []).append((t, c))
+                    for o, v in zip(out, (t, p, s, c)):
+                        o.append(v)
                 ns = rows[s][byte]
                 if ns < 0:
                     break
                 if bl[s] and byte != 0x22:
                     c += 1
                 s = ns
-        return tuple((a, rest, tuple(toks)) for (a, rest), toks in groups.items())
+        return out
 
 
 def _merge(base: TokenClasses, part: TokenClasses, redo: np.ndarray) -> TokenClasses:

@@ -140,6 +140,45 @@ if numba is not None:
         return n_in, n_out, n_at
 
 
+if numba is not None:
+    @numba.njit(cache=True, nogil=True)
+    def _leave_kernel(ids, tok_off, tok_data, table, accepting, boundary, state, depth, out_t, out_p, out_a, out_c):
+        """For each token of `ids`, read from byte `depth` on in DFA `state` (table: int32 [n, 256], -1 dead):
+        every position p > depth where the DFA accepts before byte p, as a row (token, p, state there,
+        characters started before p), until the DFA dies or the token ends. Returns the row count."""
+        n = 0
+        for t in ids:
+            lo = tok_off[t]
+            s = state
+            c = 0
+            for p in range(depth, tok_off[t + 1] - lo):
+                b = tok_data[lo + p]
+                if accepting[s] and p > depth:
+                    out_t[n] = t
+                    out_p[n] = p
+                    out_a[n] = s
+                    out_c[n] = c
+                    n += 1
+                ns = table[s, b]
+                if ns < 0:
+                    break
+                if boundary[s] and b != 0x22:
+                    c += 1
+                s = ns
+        return n
+
+
+def leave_rows(tok_off: np.ndarray, tok_data: np.ndarray, dfa: ByteDFA, state: int, depth: int, ids: np.ndarray
+               ) -> tuple[list, list, list, list]:
+    """(tokens, positions, accepting states, characters) as lists, one row per place each token of `ids` may
+    end the lexeme (see _leave_kernel): TokenIndex._leaving's walk, compiled."""
+    ids = np.asarray(ids, np.int64)
+    cap = int((tok_off[ids + 1] - tok_off[ids]).sum())
+    out = [np.empty(cap, np.int64) for _ in range(4)]
+    n = _leave_kernel(ids, tok_off, tok_data, dfa.table, dfa.accepting, dfa.boundary, state, depth, *out)
+    return tuple(o[:n].tolist() for o in out)
+
+
 def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: int, node: int, first,
                   bound: int, at_rows: int = 0) -> tuple:
     """(inside ids, their characters started, their end states, leaving ids; int32 each) for the tokens below

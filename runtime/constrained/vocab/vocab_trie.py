@@ -52,6 +52,10 @@ class VocabTrie:
         self.max_depth = max(depth)
         token_len = np.array([len(self.token_bytes[t]) for t in self.by_pre.tolist()], np.int32)
         self.scan = PreorderTrie(self.preorder, depth, np.array(byte), self.subtree_size, self.tok_lo, token_len)
+        # the tokens' bytes end to end: token t is tok_data[tok_off[t]:tok_off[t + 1]]
+        self.tok_off = np.zeros(self.vocab_size + 1, np.int64)
+        self.tok_off[1:] = np.cumsum([len(b) for b in self.token_bytes])
+        self.tok_data = np.frombuffer(b"".join(self.token_bytes), np.uint8)
         self.token_first = np.array([b[0] if b else 256 for b in self.token_bytes])
         self.is_text = np.zeros(self.vocab_size, bool)
         self.is_text[self.text_tokens] = True

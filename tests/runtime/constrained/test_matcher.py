@@ -241,6 +241,30 @@ def test_leave_points_agree(compiler):
     assert checked >= 200 and big >= 1
 
 
+def test_leave_rows_agree(compiler):
+    """The compiled walk over leaving tokens' bytes (trie_walk.leave_rows) gives the rows Python's gives: every
+    place each token may end the lexeme, its state and characters, for the tokens leaving plain strings,
+    numbers, a pattern and a name DFA, from the root and from below '"'."""
+    from sglite.runtime.constrained.automata.key_dfa import words_dfa
+    from sglite.runtime.constrained.vocab import trie_walk
+    idx = compiler.index
+    dfas = [words_dfa({"name": "name", "nick": "nick"}, ("other",)),
+            compiler.compile_json_schema({"type": "number"}).nodes[0].dfa,
+            compiler.compile_json_schema({"type": "string", "pattern": "^[a-z ]+,?$"}).nodes[0].dfa,
+            compiler.compile_json_schema({"type": "string"}).nodes[0].dfa]
+    rows = 0
+    for dfa in dfas:
+        for s in range(dfa.num_states):
+            for node in (0, idx.children[0][0x22]):
+                ids = idx.classify(dfa, s, node).leave_ids.tolist()
+                depth = idx.depth[node]
+                got = trie_walk.leave_rows(idx.tok_off, idx.tok_data, dfa, s, depth, ids)
+                want = idx._leave_rows(dfa, s, depth, ids)
+                assert sorted(zip(*got)) == sorted(zip(*want)), (s, node)
+                rows += len(want[0])
+    assert rows > 1000
+
+
 def test_name_walk_agrees(compiler):
     """TokenIndex.split classifies the first bytes where a name DFA's state differs from the plain string exactly
     as Python's walk does, and classify's merge of the plain string's classes with those is the whole walk:

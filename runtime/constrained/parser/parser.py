@@ -331,7 +331,15 @@ class Parser:
         """Bytes that may come next from `stack` (exact: each candidate is checked with `step`). Cached."""
         hit = self._next.get(stack)
         if hit is None:
-            hit = frozenset(b for b in self._candidates(stack) if self.step(stack, b))
+            top = stack[-1]
+            node = self.nodes[top.node] if type(top) is Lex else None
+            if node is not None and not node.counted:
+                # `step` reads every live byte of the lexeme, and where it may end, what the stack after it reads
+                hit = frozenset(node.dfa.live_bytes(top.state))
+                if node.dfa.accepting_list[top.state]:
+                    hit |= self.next_bytes(stack[:-1] if top.node != self.ws_run else stack[:-1] + (RAN,))
+            else:
+                hit = frozenset(b for b in self._candidates(stack) if self.step(stack, b))
             if len(self._next) > _CACHE_LIMIT:
                 self._next.clear()
             self._next[stack] = hit

@@ -30,3 +30,25 @@ def test_start_value_cache_equals_uncached(compiler):
                     assert cached == p._start_value(below, nid, b)      # a hit, the same
                     checked += bool(cached)
     assert checked >= 50
+
+
+def test_next_bytes_are_the_bytes_step_reads(compiler, tokenizer):
+    """`Parser.next_bytes` (for a lexeme on top: its live bytes, and where it may end, what the stack below
+    reads) is exactly the set of bytes `step` accepts, on every stack along valid documents: strings, counted
+    strings, numbers, enums, names and whitespace runs."""
+    import json
+    docs = [(SCHEMAS[0], [{"a": 12}, "xxx", -1.5e3, "red", [1, "a"]]),
+            (SCHEMAS[1], [{"v": "abc", "w": [True, "q"]}, {"v": 7}]),
+            ({"type": "object", "properties": {"s": {"type": "string", "maxLength": 4}}}, [{"s": "ab"}])]
+    checked = 0
+    for schema, values in docs:
+        g = compiler.compile_json_schema(schema)
+        p = g.parser
+        for v in values:
+            m = g.matcher()
+            for t in tokenizer.encode(json.dumps(v)):
+                for st in m._stacks:
+                    assert p.next_bytes(st) == frozenset(b for b in range(256) if p.step(st, b)), st
+                    checked += 1
+                assert m.advance(t)
+    assert checked >= 40

@@ -80,7 +80,7 @@ class TokenIndex(VocabTrie):
         self._points: dict[tuple, tuple] = {}
         self._derived: dict[str, dict] = {}
         self._lock = threading.Lock()
-        trie_walk.warm(self.scan, self.by_pre)
+        trie_walk.warm(self.scan, self.by_pre, self.tok_off, self.tok_data)
 
     def derived_cache(self, name: str) -> dict:
         """A dict named `name`, made on first use, for results that follow from this index's classifications

@@ -210,9 +210,10 @@ def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: i
     return out + (at[:n_at],) if at_rows else out
 
 
-def warm(trie: PreorderTrie, by_pre: np.ndarray) -> None:
-    """Loads (or on first use compiles) the kernel now, so that no mask pays for it: ~0.3 s from numba's disk
-    cache, ~2 s to compile."""
+def warm(trie: PreorderTrie, by_pre: np.ndarray, tok_off: np.ndarray, tok_data: np.ndarray) -> None:
+    """Loads (or on first use compiles) the kernels now, so that no mask pays for it: a few ms each from numba's
+    disk cache, seconds to compile."""
     if numba is not None:
         dfa = ByteDFA.literal([b"a"])
         compiled_walk(trie, by_pre, dfa, dfa.start, 0, None, len(by_pre))
+        leave_rows(tok_off, tok_data, dfa, dfa.start, 0, [0])

@@ -70,16 +70,21 @@ class CfgMasks:
         tb, depth = self.index.token_bytes, self.index.depth
         for m, toks in self.index.leave_points(dfa, s, node):
             if len(toks) > _FEW:
-                ok = self._tokens_below(below, m)
-                mask[toks[(ok[toks >> 5] >> (toks & 31)) & 1 == 1]] = True
+                # the lexeme is accepting at m (its state there is the same for every token below m), so every
+                # token below m that the stacks after it accept from m on is allowed, leaving at m or not
+                extra.append(self._tokens_below(below, m))
                 continue
             if follow is None:
                 follow = self._follow_bytes(below)
                 succ = self.parser.complete(below)
+                verdict: dict[bytes, bool] = {}     # rest -> accepted after the lexeme (rests repeat: '",')
             cut = depth[m]
             for tok in toks.tolist():
                 rest = tb[tok][cut:]
-                if follow[rest[0]] and self.parser.run(succ, rest):
+                ok = verdict.get(rest)
+                if ok is None:
+                    ok = verdict[rest] = bool(follow[rest[0]] and self.parser.run(succ, rest))
+                if ok:
                     mask[tok] = True
 
     def _tokens_below(self, below: Stack, node: int) -> np.ndarray:

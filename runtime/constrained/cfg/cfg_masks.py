@@ -16,11 +16,12 @@ import numpy as np
 
 from ..parser.stack_masks import pack_mask
 from ..vocab.token_index import TokenIndex
-from .cfg_parser import CfgParser, Stack
+from .cfg_parser import CfgParser, Opaque, Stack
 
 _CACHE_LIMIT = 8_192
 _DENSE = 4_096       # inside tokens past this many are OR-ed in as a cached packed mask
 _FEW = 16            # tokens leaving at one trie node up to this many are checked one by one
+_KEEP = 2            # stack entries below the top lexeme a mask is first computed from (see stack_mask)
 
 
 class CfgMasks:
@@ -37,10 +38,23 @@ class CfgMasks:
         self._lock = threading.Lock()
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
-        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached."""
+        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached.
+        A mask rarely depends on more than the stack's top few entries: it is computed on the stack shortened
+        to those (CfgParser.shorten), cached under that, and shared by every stack with the same top, unless
+        the computation reaches below them (Opaque): then on the whole stack."""
         hit = self._masks.get(stack)
         if hit is not None:
             return hit
+        short = self.parser.shorten(stack, _KEEP + 1)
+        if short == stack:
+            return self._compute(stack)
+        try:
+            hit = self.stack_mask(short)
+        except Opaque:
+            hit = self._compute(stack)
+        return self._store(self._masks, stack, hit)
+
+    def _compute(self, stack: Stack) -> np.ndarray:
         if not stack:
             return self._zeros
         mask = np.zeros(self.vocab_size, bool)

@@ -17,6 +17,10 @@ from .cfg_ir import CfgIR
 
 Stack = tuple   # tuple[int, ...]
 _CACHE_LIMIT = 65_536
+
+
+class Opaque(Exception):
+    """Raised where a computation reaches `CfgParser.opaque`: it needs the frames a shortened stack left out."""
 _MAX_STACKS = 20_000       # stacks alive at once; past this the grammar is too ambiguous to run
 
 
@@ -56,6 +60,10 @@ class CfgParser:
                 self.alts[nid[name] - self.num_terms].append(first)
         self.ignore = [tid[n] for n in ir.ignore]
         self.start_codes = [-1 - self.term_base[t] - self.dfas[t].start for t in range(self.num_terms)]
+        # a position no alternative has: the bottom of a shortened stack (`shorten`), standing for frames left
+        # out; whatever would read it raises Opaque, so what is computed without raising holds for every stack
+        # with the same frames above it
+        self.opaque = len(self.pos_sym)
         self._expand: dict[Stack, tuple[Stack, ...]] = {}
         self._complete: dict[Stack, tuple[Stack, ...]] = {}
         self._accepting: dict[Stack, bool] = {}
@@ -94,6 +102,8 @@ class CfgParser:
         if depth > 10_000 or len(out) > _MAX_STACKS:
             raise GrammarError(f"the grammar predicts more than {_MAX_STACKS} parse stacks at one position")
         p = below[-1]
+        if p == self.opaque:
+            raise Opaque
         nxt = self.pos_next[p]
         cont = below[:-1] + (nxt,) if nxt >= 0 else below[:-1]
         sym = self.pos_sym[p]
@@ -102,6 +112,10 @@ class CfgParser:
             return
         for f in self.alts[sym - self.num_terms]:
             self._push(cont + (f,) if f >= 0 else cont, out, depth + 1)
+
+    def shorten(self, stack: Stack, keep: int) -> Stack:
+        """`stack`'s top `keep` entries on `opaque` (the stack itself if that is all of it)."""
+        return stack if len(stack) <= keep else (self.opaque,) + stack[-keep:]
 
     def complete(self, below: Stack) -> tuple[Stack, ...]:
         """The stacks after a lexeme ends on top of `below`: what `below` expands to, and an ignored terminal

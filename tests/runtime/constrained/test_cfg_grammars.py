@@ -153,3 +153,24 @@ def test_bad_arguments(toy_compiler):
         toy_compiler.compile_grammar('start: "a"', syntax="ebnf")
     with pytest.raises(GrammarError, match="non-empty"):
         toy_compiler.compile_grammar("   ")
+
+
+def test_shortened_stacks_share_masks_or_fall_back(toy_compiler):
+    """Masks are computed on stacks shortened to their top entries (CfgParser.shorten): deep in nested lists
+    every mask equals the one computed on the whole stack; a shortened stack whose lexeme may end raises Opaque
+    where the frames left out would decide, and the mask is then the whole stack's."""
+    from sglite.runtime.constrained.cfg.cfg_masks import CfgMasks
+    from sglite.runtime.constrained.cfg.cfg_parser import Opaque
+    grammar = toy_compiler.compile_grammar(MASK_GRAMMARS[0])
+    parser = grammar.parser
+    m = grammar.matcher()
+    assert m.advance_bytes(b"[[[[[1")
+    deep = [st for st in m._stacks if len(st) > 4]
+    assert deep
+    fresh = CfgMasks(parser, grammar.index)         # no cache: each mask from its whole stack
+    for st in deep:
+        assert (grammar.stack_mask(st) == fresh._compute(st)).all()
+    short = parser.shorten(deep[0], 2)
+    assert short[0] == parser.opaque and short[1:] == deep[0][-2:]
+    with pytest.raises(Opaque):       # "1" may end: what comes after it is in the frames left out
+        parser.complete(parser.shorten(deep[0][:-1], 1))

@@ -21,7 +21,7 @@ from .cfg_parser import CfgParser, Opaque, Stack
 _CACHE_LIMIT = 8_192
 _DENSE = 4_096       # inside tokens past this many are OR-ed in as a cached packed mask
 _FEW = 16            # tokens leaving at one trie node up to this many are checked one by one
-_KEEP = 2            # stack entries below the top lexeme a mask is first computed from (see stack_mask)
+_KEEP = 1            # stack entries below the top lexeme a mask is first computed from (see stack_mask)
 
 
 class CfgMasks:
@@ -35,6 +35,7 @@ class CfgMasks:
         self._masks: dict[Stack, np.ndarray] = {}
         self._below: dict[tuple, np.ndarray] = {}       # (stack below a lexeme, trie node) -> packed mask
         self._first: dict[Stack, np.ndarray] = {}       # stack below -> bool [256] bytes that can follow
+        self._deep: dict[Stack, bool] = {}              # shortened stacks whose mask needs what they left out
         self._lock = threading.Lock()
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
@@ -46,11 +47,12 @@ class CfgMasks:
         if hit is not None:
             return hit
         short = self.parser.shorten(stack, _KEEP + 1)
-        if short == stack:
+        if short == stack or short in self._deep:
             return self._compute(stack)
         try:
             hit = self.stack_mask(short)
         except Opaque:
+            self._store(self._deep, short, True)
             hit = self._compute(stack)
         return self._store(self._masks, stack, hit)
 

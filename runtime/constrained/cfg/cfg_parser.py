@@ -17,11 +17,11 @@ from .cfg_ir import CfgIR
 
 Stack = tuple   # tuple[int, ...]
 _CACHE_LIMIT = 65_536
+_MAX_STACKS = 20_000       # stacks alive at once; past this the grammar is too ambiguous to run
 
 
 class Opaque(Exception):
     """Raised where a computation reaches `CfgParser.opaque`: it needs the frames a shortened stack left out."""
-_MAX_STACKS = 20_000       # stacks alive at once; past this the grammar is too ambiguous to run
 
 
 class CfgParser:

@@ -30,12 +30,13 @@ _WS = b" \t\n\r"           # JSON whitespace
 
 class TokenClasses:
     """How the tokens below one trie node fare from one DFA state (token bytes counted past the node).
-    Immutable once made; `leaving` is grouped on first read (what JSON's masks use; a context-free grammar's
-    use `TokenIndex.leave_points`, and most of its lexemes leave on thousands of tokens: a space, then a word)."""
-    __slots__ = ("inside", "inc", "end", "leave_ids", "_group", "_leaving")
+    Immutable once made. The tokens that may leave the lexeme are grouped on first read, two ways: `leaving`
+    by rest (what JSON's masks use) and `leave_points` by the trie node where they leave (what a context-free
+    grammar's masks use: most of its lexemes leave on thousands of tokens, a space then a word)."""
+    __slots__ = ("inside", "inc", "end", "leave_ids", "_group", "_leaving", "_at", "_points")
 
     def __init__(self, inside: np.ndarray, inc: np.ndarray, end: np.ndarray, leave_ids: np.ndarray,
-                 group: Callable[[], tuple]):
+                 group: Callable[[], tuple], at: Callable[["TokenClasses"], tuple]):
         self.inside = inside        # int32 [k] ids of tokens the DFA reads wholly and stays alive
         self.inc = inc              # int32 [k] characters started along each (bytes leaving a boundary state, other
                                     #   than the closing quote), for counted strings
@@ -43,6 +44,8 @@ class TokenClasses:
         self.leave_ids = leave_ids  # int32 [j] ids of the tokens the lexeme may end inside of, the rest read on
         self._group = group         # () -> `leaving`
         self._leaving = None
+        self._at = at               # (self) -> `leave_points`
+        self._points = None
 
     @property
     def leaving(self) -> tuple:
@@ -52,6 +55,16 @@ class TokenClasses:
         if out is None:
             out = self._leaving = self._group()
             self._group = None
+        return out
+
+    @property
+    def leave_points(self) -> tuple:
+        """((trie node m, int64 ids of the tokens that may end the lexeme right after m's prefix and go on),
+        ...), each m once: `leaving` by where. Grouped on first read."""
+        out = self._points
+        if out is None:
+            out = self._points = self._at(self)
+            self._at = None
         return out
 
     def nbytes(self) -> int:
@@ -77,7 +90,6 @@ class TokenIndex(VocabTrie):
         self._ws_step: dict[int, tuple[dict[int, tuple[int, ...]], tuple[int, ...]]] = {}
         self._packed: dict[tuple, np.ndarray] = {}
         self._split: dict[tuple, tuple] = {}
-        self._points: dict[tuple, tuple] = {}
         self._derived: dict[str, dict] = {}
         self._lock = threading.Lock()
         trie_walk.warm(self.scan, self.by_pre, self.tok_off, self.tok_data)
@@ -139,7 +151,7 @@ class TokenIndex(VocabTrie):
             out = self.classify(alias, state)
         elif node == 0 and alias is not None:
             base, redo, part, _ = self.split(dfa, state)
-            out = _merge(base, part, redo[self.token_first])
+            out = _merge(base, part, redo[self.token_first], self._points_of)
         else:
             out = self._walk(dfa, state, node, None)
         with self._lock:
@@ -185,29 +197,11 @@ class TokenIndex(VocabTrie):
         return hit
 
     def leave_points(self, dfa: ByteDFA, state: int, node: int = 0) -> tuple[tuple[int, np.ndarray], ...]:
-        """Where the tokens that may leave the lexeme (`classify(dfa, state, node).leaving`) can leave it:
-        ((trie node m, int64 ids of the tokens that may end the lexeme right after m's prefix and go on), ...),
-        each m once. What a context-free grammar's masks group by. Cached."""
-        key = (dfa.key, state, node)
-        hit = self._points.get(key)
-        if hit is None:
-            kids = self.children[node]
-            first = [b for b in dfa.live_bytes(state) if b in kids]
-            if trie_walk.available() and dfa.alias is None and \
-                    sum(self.subtree_size[kids[b]] for b in first) > _KERNEL_NODES:
-                bound = sum(self.tok_hi[kids[b]] - self.tok_lo[kids[b]] for b in first)
-                rows = trie_walk.compiled_walk(self.scan, self.by_pre, dfa, state, node, first, bound, 256)[4]
-                hit = self._rows_by_node(rows)
-            else:
-                hit = self._points_of(self.classify(dfa, state, node).leaving)
-            with self._lock:
-                if len(self._points) > _PACKED_LIMIT:
-                    self._points.clear()
-                self._points[key] = hit
-        return hit
+        """`classify(dfa, state, node).leave_points`."""
+        return self.classify(dfa, state, node).leave_points
 
     def _rows_by_node(self, rows: np.ndarray) -> tuple[tuple[int, np.ndarray], ...]:
-        """compiled_walk's (preorder position, lo, hi) rows as leave_points' groups."""
+        """compiled_walk's (preorder position, lo, hi) rows as `TokenClasses.leave_points`."""
         if not len(rows):
             return ()
         rows = rows[np.argsort(rows[:, 0], kind="stable")]
@@ -220,11 +214,11 @@ class TokenIndex(VocabTrie):
         nodes = self.preorder[pos[starts]].tolist()
         return tuple((m, toks[cuts[k]:cuts[k + 1]]) for k, m in enumerate(nodes))
 
-    def _points_of(self, leaving: tuple) -> tuple[tuple[int, np.ndarray], ...]:
-        """leave_points' groups from classify's `leaving` groups: each token walked down to its leave node."""
+    def _points_of(self, classes: TokenClasses) -> tuple[tuple[int, np.ndarray], ...]:
+        """`classes.leave_points` from its `leaving` groups: each token walked down to its leave node."""
         tb, children = self.token_bytes, self.children
         groups: dict[int, list[int]] = {}
-        for _, rest, toks in leaving:
+        for _, rest, toks in classes.leaving:
             for tok, _ in toks:
                 data = tb[tok]
                 m = 0
@@ -241,8 +235,9 @@ class TokenIndex(VocabTrie):
         first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
         if trie_walk.available() and sum(self.subtree_size[kids[b]] for b in first) > _KERNEL_NODES:
             bound = sum(self.tok_hi[kids[b]] - self.tok_lo[kids[b]] for b in first)
-            ids, inc, end, leaving = trie_walk.compiled_walk(self.scan, self.by_pre, dfa, state, node, first, bound)
-            return self._classes(dfa, state, node, ids, inc, end, leaving)
+            ids, inc, end, leaving, rows = trie_walk.compiled_walk(self.scan, self.by_pre, dfa, state, node, first,
+                                                                  bound)
+            return self._classes(dfa, state, node, ids, inc, end, leaving, rows)
         return self._walk_dfs(dfa, state, node, only)
 
     def _walk_dfs(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
@@ -252,9 +247,12 @@ class TokenIndex(VocabTrie):
         return self._classes(dfa, state, node, np.array(ins, np.int32), np.array(incs, np.int32),
                              np.array(outs, np.int32), np.array(leaving_ids, np.int32))
 
-    def _classes(self, dfa: ByteDFA, state: int, node: int, ids, inc, end, leave_ids) -> TokenClasses:
+    def _classes(self, dfa: ByteDFA, state: int, node: int, ids, inc, end, leave_ids, rows=None) -> TokenClasses:
+        """TokenClasses whose leaving groups are made on first read: by node from the compiled scan's `rows`
+        where it gave them, else from the groups by rest."""
         depth = self.depth[node]
-        return TokenClasses(ids, inc, end, leave_ids, lambda: self._leaving(dfa, state, depth, leave_ids.tolist()))
+        return TokenClasses(ids, inc, end, leave_ids, lambda: self._leaving(dfa, state, depth, leave_ids.tolist()),
+                            self._points_of if rows is None else lambda _: self._rows_by_node(rows))
 
     def _dfs(self, dfa: ByteDFA, todo: list[tuple], node: int, only: list[int] | None):
         """The depth-first walk from `todo`: (trie node, DFA state, characters started, lexeme may end) entries
@@ -325,8 +323,9 @@ class TokenIndex(VocabTrie):
         return out
 
 
-def _merge(base: TokenClasses, part: TokenClasses, redo: np.ndarray) -> TokenClasses:
-    """`base` for tokens not in `redo` ([vocab] bool), `part` for those in it."""
+def _merge(base: TokenClasses, part: TokenClasses, redo: np.ndarray,
+           points: Callable[[TokenClasses], tuple]) -> TokenClasses:
+    """`base` for tokens not in `redo` ([vocab] bool), `part` for those in it; `points` makes leave_points."""
     keep = ~redo[base.inside]
 
     def group() -> tuple:
@@ -335,4 +334,4 @@ def _merge(base: TokenClasses, part: TokenClasses, redo: np.ndarray) -> TokenCla
 
     return TokenClasses(np.concatenate([base.inside[keep], part.inside]), np.concatenate([base.inc[keep], part.inc]),
                         np.concatenate([base.end[keep], part.end]),
-                        np.concatenate([base.leave_ids[~redo[base.leave_ids]], part.leave_ids]), group)
+                        np.concatenate([base.leave_ids[~redo[base.leave_ids]], part.leave_ids]), group, points)

@@ -12,7 +12,7 @@ from ..automata.byte_dfa import ByteDFA
 
 try:
     import numba
-except ImportError:          # a hard dependency, but the numpy walks still work without it
+except ImportError:          # a hard dependency, but Python's walk still works without it
     numba = None
 
 
@@ -106,14 +106,13 @@ if numba is not None:
                 for k in range(tok_lo[i], tok_lo[i + size[i]]):
                     out_leave[n_out] = by_pre[k]
                     n_out += 1
-                if cap:
-                    for dd in range(1, d):
-                        if accs[dd]:
-                            if n_at < cap:
-                                out_at[n_at, 0] = path[dd]
-                                out_at[n_at, 1] = tok_lo[i]
-                                out_at[n_at, 2] = tok_lo[i + size[i]]
-                            n_at += 1
+                for dd in range(1, d):
+                    if accs[dd]:
+                        if n_at < cap:
+                            out_at[n_at, 0] = path[dd]
+                            out_at[n_at, 1] = tok_lo[i]
+                            out_at[n_at, 2] = tok_lo[i + size[i]]
+                        n_at += 1
                 i += size[i]
                 continue
             s = x - big if x >= big else x
@@ -180,12 +179,12 @@ def leave_rows(tok_off: np.ndarray, tok_data: np.ndarray, dfa: ByteDFA, state: i
 
 
 def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: int, node: int, first,
-                  bound: int, at_rows: int = 0) -> tuple:
-    """(inside ids, their characters started, their end states, leaving ids; int32 each) for the tokens below
-    trie node `node` (its prefix read) from DFA `state`, over its children by the bytes in `first` (an iterable;
-    None: all): the sets TokenIndex._walk_dfs gives. `bound`: at least the number of tokens below those
-    children. With `at_rows` > 0, a fifth item: int64 [k, 3] rows (preorder position of an accepting node,
-    lo, hi): the tokens by_pre[lo:hi] may leave the lexeme at that node (see _walk_kernel), every pair."""
+                  bound: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(inside ids, their characters started, their end states, leaving ids; int32 each; rows) for the tokens
+    below trie node `node` (its prefix read) from DFA `state`, over its children by the bytes in `first` (an
+    iterable; None: all): the sets TokenIndex._walk_dfs gives. `bound`: at least the number of tokens below
+    those children. `rows`: int64 [k, 3] (preorder position of an accepting node, lo, hi): the tokens
+    by_pre[lo:hi] may leave the lexeme at that node (see _walk_kernel), every such pair."""
     nxt, winc = dfa.walk_flat
     mask = np.zeros(256, np.bool_)
     if first is None:
@@ -196,18 +195,18 @@ def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: i
     inc = np.empty(bound, np.int32)
     end = np.empty(bound, np.int32)
     leave = np.empty(bound, np.int32)
+    cap = bound       # dead subtrees are disjoint and hold a token each: one row each unless accepting nests
     while True:
-        at = np.empty((at_rows, 3), np.int64)
+        at = np.empty((cap, 3), np.int64)
         n_in, n_out, n_at = _walk_kernel(
             trie.depth, trie.byte, trie.size, trie.tok_lo, by_pre, trie.token_len, trie.below, nxt, winc,
             dfa.walk_loops, dfa.walk_boundary, dfa.walk_accepting, dfa.walk_table[state],
             bool(dfa.walk_boundary[state]), trie.pos[node], mask, dfa.num_states, trie.max_depth, ids, inc, end,
             leave, at)
-        if n_at <= at_rows:
+        if n_at <= cap:
             break
-        at_rows = n_at            # (only when asked for rows: 0 rows are never too few)
-    out = (ids[:n_in].copy(), inc[:n_in].copy(), end[:n_in].copy(), leave[:n_out].copy())
-    return out + (at[:n_at],) if at_rows else out
+        cap = n_at
+    return ids[:n_in].copy(), inc[:n_in].copy(), end[:n_in].copy(), leave[:n_out].copy(), at[:n_at].copy()
 
 
 def warm(trie: PreorderTrie, by_pre: np.ndarray, tok_off: np.ndarray, tok_data: np.ndarray) -> None:

@@ -193,8 +193,8 @@ def test_classify_walks_agree(compiler):
         kids = idx.children[node]
         first = [b for b in first if b in kids]
         bound = sum(idx.tok_hi[kids[b]] - idx.tok_lo[kids[b]] for b in first)
-        ids, inc, end, leaving = trie_walk.compiled_walk(idx.scan, idx.by_pre, dfa, s, node, first, bound)
-        return idx._classes(dfa, s, node, ids, inc, end, leaving)
+        ids, inc, end, leaving, rows = trie_walk.compiled_walk(idx.scan, idx.by_pre, dfa, s, node, first, bound)
+        return idx._classes(dfa, s, node, ids, inc, end, leaving, rows)
 
     checked = dense = 0
     for dfa in dfas:
@@ -219,7 +219,7 @@ def test_classify_walks_agree(compiler):
 
 def test_leave_points_agree(compiler):
     """TokenIndex.leave_points from the compiled scan's rows (every accepting node on a path, with the dead
-    subtrees below it) groups exactly the tokens that classify's `leaving` groups say may leave, each at the
+    subtrees below it) groups exactly the tokens that Python's walk's `leaving` groups say may leave, each at the
     trie node where its lexeme would end: every state of the lexemes of four corpus grammars (a space then a
     word: thousands of tokens), from the trie root and from below a space."""
     from pathlib import Path
@@ -234,7 +234,7 @@ def test_leave_points_agree(compiler):
             for s in range(dfa.num_states):
                 for node in (0, idx.children[0][0x20]):
                     got = {m: sorted(t.tolist()) for m, t in idx.leave_points(dfa, s, node)}
-                    want = {m: sorted(t.tolist()) for m, t in idx._points_of(idx.classify(dfa, s, node).leaving)}
+                    want = {m: sorted(t.tolist()) for m, t in idx._points_of(idx._walk_dfs(dfa, s, node, None))}
                     assert got == want, (name, s, node)
                     checked += 1
                     big += sum(map(len, got.values())) > 10_000

@@ -45,89 +45,217 @@ def match_torch_threads() -> int:
     return n
 
 
-PARALLEL_MIN_JOBS = 16   # (request, KV head) jobs from which a call runs on numba's threads: below that, the
-                         # hand-off between torch's and numba's thread pools costs more than it saves
+CHUNK = 256              # keys per job: a row's columns split into chunks of this many (from its first column),
+                         # each chunk one job per KV head, merged in chunk order; a function of the row's own
+                         # length only, so a row's result does not depend on the rows beside it
+PARALLEL_MIN_WORK = 1536  # key rows x KV heads from which a call runs on numba's threads: below that, the
+                          # hand-off between torch's and numba's thread pools costs more than it saves
+LOG2E = 1.4426950408889634
 
 if numba is not None:
-    def _row(buf, bits, slot, kh, D):
-        """One K or V row's float32 bits into `bits` [D] uint32 (jitted code only; see the overload below)."""
-        raise NotImplementedError("_row runs inside numba kernels only")
+    from llvmlite import ir as _ir
 
-    @numba.extending.overload(_row, inline="always")
-    def _row_for(buf, bits, slot, kh, D):
-        # buf holds float32 bits (int32) or bfloat16 bits (int16), and a bfloat16 is the top half of a float32;
-        # one body per buffer type, with the conversion's constants in it (as runtime mask/shift arguments they
-        # kept the loop from vectorizing: 1.4x slower on a 140-token context)
+    @numba.extending.intrinsic
+    def _f32_bits(typingctx, bits):
+        """The float32 whose bits are the 32-bit integer `bits` (a bitcast, which numba has no word for)."""
+        if not isinstance(bits, numba.types.Integer) or bits.bitwidth != 32:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], _ir.FloatType())
+        return numba.types.float32(bits), codegen
+
+    def _val(buf, slot, kh, d):
+        """Element [slot, kh, d] of a K or V buffer as float32 (jitted code only; see the overload below)."""
+        raise NotImplementedError("_val runs inside numba kernels only")
+
+    @numba.extending.overload(_val, inline="always")
+    def _val_for(buf, slot, kh, d):
+        # buf holds float32 bits (int32) or bfloat16 bits (int16), and a bfloat16 is the top half of a float32
         if buf.dtype == numba.types.int16:
-            def bf16_row(buf, bits, slot, kh, D):
-                for d in range(D):
-                    bits[d] = (np.uint32(buf[slot, kh, d]) & np.uint32(0xFFFF)) << np.uint32(16)
-            return bf16_row
+            def bf16_val(buf, slot, kh, d):
+                return _f32_bits(np.uint32((np.uint32(buf[slot, kh, d]) & np.uint32(0xFFFF)) << np.uint32(16)))
+            return bf16_val
 
-        def f32_row(buf, bits, slot, kh, D):
-            for d in range(D):
-                bits[d] = np.uint32(buf[slot, kh, d])
-        return f32_row
+        def f32_val(buf, slot, kh, d):
+            return _f32_bits(buf[slot, kh, d])
+        return f32_val
+
+    @numba.njit(fastmath=True, inline="always")
+    def _exp_neg(x):
+        """exp(x) for float32 x <= 0, within 3e-7 + 1e-7 |x| relative (t = x log2(e) rounds in float32; scores
+        that far below the max weigh nothing), down to 2^-126, where it stops: 2^t split into round(t) (the
+        exponent bits) and a fraction in [-1/2, 1/2] (a degree-7 series). Unlike np.exp, which calls libm once
+        per element, this vectorizes."""
+        t = max(x * np.float32(LOG2E), np.float32(-126.0))
+        n = np.floor(t + np.float32(0.5))
+        f = (t - n) * np.float32(0.6931471805599453)       # 2^(t - n) = e^f, |f| <= ln(2) / 2
+        p = np.float32(1.0 / 5040.0)
+        p = p * f + np.float32(1.0 / 720.0)
+        p = p * f + np.float32(1.0 / 120.0)
+        p = p * f + np.float32(1.0 / 24.0)
+        p = p * f + np.float32(1.0 / 6.0)
+        p = p * f + np.float32(0.5)
+        p = p * f + np.float32(1.0)
+        p = p * f + np.float32(1.0)
+        return p * _f32_bits(np.int32((np.int32(n) + np.int32(127)) << np.int32(23)))
 
     # compiled once, not inlined into the two entry points: each would vectorize its own copy differently
     @numba.njit(fastmath=True, cache=True)
-    def _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
-        # one (request b, KV head kh): its G query heads over its cached tokens start..n-1 (n > start)
+    def _job(b, kh, c, q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc, cmax, csum):
+        """Row b's G query heads of KV head kh over chunk c of its columns: [lo, hi) = start + c * CHUNK + [0,
+        CHUNK) cut at seq_lens[b]. Writes acc[b, kh, c] [G, D] = sum of exp(score - m) * v, cmax[b, kh, c] [G]
+        = m (the chunk's score max), csum[b, kh, c] [G] = sum of exp(score - m). Keys go four at a time (one
+        load of each query element for four dot products; one load and store of each accumulator for four
+        values)."""
         Hq, D = q.shape[1], q.shape[2]
-        Hk = k_buf.shape[1]
-        G = Hq // Hk
-        b, kh = job // Hk, job % Hk
-        n, row = seq_lens[b] - start, rows[b]
+        G = Hq // k_buf.shape[1]
+        row = rows[b]
+        lo = start + c * CHUNK
+        hi = min(lo + CHUNK, seq_lens[b])
+        n = hi - lo
         scores = np.empty((G, n), np.float32)
-        raw = np.empty(D, np.uint32)
-        vec = raw.view(np.float32)
         qg = np.empty((G, D), np.float32)            # the group's queries, pre-scaled
         for g in range(G):
             for d in range(D):
                 qg[g, d] = q[b, kh * G + g, d] * scale
-        for i in range(n):
-            _row(k_buf, raw, table[row, start + i], kh, D)
+        i = 0
+        while i + 4 <= n:
+            s0, s1 = table[row, lo + i], table[row, lo + i + 1]
+            s2, s3 = table[row, lo + i + 2], table[row, lo + i + 3]
             for g in range(G):
-                acc = np.float32(0.0)
+                a0 = a1 = a2 = a3 = np.float32(0.0)
                 for d in range(D):
-                    acc += qg[g, d] * vec[d]
-                scores[g, i] = acc
+                    qd = qg[g, d]
+                    a0 += qd * _val(k_buf, s0, kh, d)
+                    a1 += qd * _val(k_buf, s1, kh, d)
+                    a2 += qd * _val(k_buf, s2, kh, d)
+                    a3 += qd * _val(k_buf, s3, kh, d)
+                scores[g, i], scores[g, i + 1], scores[g, i + 2], scores[g, i + 3] = a0, a1, a2, a3
+            i += 4
+        while i < n:
+            s0 = table[row, lo + i]
+            for g in range(G):
+                a0 = np.float32(0.0)
+                for d in range(D):
+                    a0 += qg[g, d] * _val(k_buf, s0, kh, d)
+                scores[g, i] = a0
+            i += 1
         for g in range(G):
             m = scores[g, 0]
             for i in range(1, n):
                 m = max(m, scores[g, i])
             total = np.float32(0.0)
             for i in range(n):
-                e = np.exp(scores[g, i] - m)
+                e = _exp_neg(scores[g, i] - m)
                 scores[g, i] = e
                 total += e
-            for i in range(n):
-                scores[g, i] /= total
-            lse_max[b, kh * G + g] = m
-            lse_sum[b, kh * G + g] = total
-        acc_o = np.zeros((G, D), np.float32)
-        for i in range(n):
-            _row(v_buf, raw, table[row, start + i], kh, D)
+            cmax[b, kh, c, g] = m
+            csum[b, kh, c, g] = total
+        out = acc[b, kh, c]
+        out[:] = 0.0
+        i = 0
+        while i + 4 <= n:
+            s0, s1 = table[row, lo + i], table[row, lo + i + 1]
+            s2, s3 = table[row, lo + i + 2], table[row, lo + i + 3]
             for g in range(G):
-                p = scores[g, i]
+                p0, p1, p2, p3 = scores[g, i], scores[g, i + 1], scores[g, i + 2], scores[g, i + 3]
                 for d in range(D):
-                    acc_o[g, d] += p * vec[d]
+                    out[g, d] += (p0 * _val(v_buf, s0, kh, d) + p1 * _val(v_buf, s1, kh, d)) + \
+                        (p2 * _val(v_buf, s2, kh, d) + p3 * _val(v_buf, s3, kh, d))
+            i += 4
+        while i < n:
+            s0 = table[row, lo + i]
+            for g in range(G):
+                p0 = scores[g, i]
+                for d in range(D):
+                    out[g, d] += p0 * _val(v_buf, s0, kh, d)
+            i += 1
+
+    @numba.njit(fastmath=True, cache=True)
+    def _merge(b, kh, chunks, acc, cmax, csum, out, lse_max, lse_sum):
+        """Row b's KV head kh: its chunks' partial results merged in chunk order into out[b] (normalised),
+        lse_max[b] (score max) and lse_sum[b] (sum of exp(score - max)), for its G query heads."""
+        G, D = acc.shape[3], acc.shape[4]
         for g in range(G):
+            h = kh * G + g
+            m = cmax[b, kh, 0, g]
+            for c in range(1, chunks):
+                m = max(m, cmax[b, kh, c, g])
+            total = np.float32(0.0)
             for d in range(D):
-                out[b, kh * G + g, d] = acc_o[g, d]
+                out[b, h, d] = 0.0
+            for c in range(chunks):
+                w = _exp_neg(cmax[b, kh, c, g] - m)
+                total += w * csum[b, kh, c, g]
+                for d in range(D):
+                    out[b, h, d] += w * acc[b, kh, c, g, d]
+            inv = np.float32(1.0) / total
+            for d in range(D):
+                out[b, h, d] *= inv
+            lse_max[b, h] = m
+            lse_sum[b, h] = total
+
+    @numba.njit(cache=True)
+    def _plan(rows, seq_lens, start, Hk):
+        """The jobs of a call: per row its chunk count, and the (row, KV head, chunk) of every job. Rows of one
+        request (a decode row and its draft rows, adjacent, with the same req_to_token row) take each (KV head,
+        chunk) one after another, so the later ones find its keys and values in cache (prange gives each thread
+        a contiguous run of jobs)."""
+        B = seq_lens.shape[0]
+        chunks = np.empty(B, np.int64)
+        for b in range(B):
+            chunks[b] = (seq_lens[b] - start + CHUNK - 1) // CHUNK
+        jobs = np.empty((int(chunks.sum()) * Hk, 3), np.int64)
+        j = 0
+        b0 = 0
+        while b0 < B:
+            b1 = b0 + 1
+            while b1 < B and rows[b1] == rows[b0]:
+                b1 += 1
+            for kh in range(Hk):
+                for c in range(chunks[b0:b1].max()):
+                    for b in range(b0, b1):
+                        if c < chunks[b]:
+                            jobs[j, 0], jobs[j, 1], jobs[j, 2] = b, kh, c
+                            j += 1
+            b0 = b1
+        return chunks, jobs
 
     # q, out: [B, Hq, D] float32; k_buf, v_buf: [S, Hkv, D] int32 (float32 bits) or int16 (bf16 bits);
     # lse_max, lse_sum: [B, Hq] float32, each head's score max and sum of exp(score - max) over its columns.
     # Two entry points (distinct names, so numba's on-disk cache keeps both).
     @numba.njit(fastmath=True, cache=True)
     def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
-        for job in range(q.shape[0] * k_buf.shape[1]):
-            _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum)
+        B, Hk, D = q.shape[0], k_buf.shape[1], q.shape[2]
+        chunks, jobs = _plan(rows, seq_lens, start, Hk)
+        acc = np.empty((B, Hk, chunks.max(), q.shape[1] // Hk, D), np.float32)
+        cmax = np.empty(acc.shape[:4], np.float32)
+        csum = np.empty(acc.shape[:4], np.float32)
+        for j in range(jobs.shape[0]):
+            _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc,
+                 cmax, csum)
+        for j in range(B * Hk):
+            _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
-        for job in numba.prange(q.shape[0] * k_buf.shape[1]):
-            _job(job, q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum)
+        B, Hk, D = q.shape[0], k_buf.shape[1], q.shape[2]
+        chunks, jobs = _plan(rows, seq_lens, start, Hk)
+        acc = np.empty((B, Hk, chunks.max(), q.shape[1] // Hk, D), np.float32)
+        cmax = np.empty(acc.shape[:4], np.float32)
+        csum = np.empty(acc.shape[:4], np.float32)
+        for j in numba.prange(jobs.shape[0]):
+            _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc,
+                 cmax, csum)
+        for j in numba.prange(B * Hk):
+            _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
+
+
+def parallel_worth_it(seq_lens: np.ndarray, start: int, kv_heads: int) -> bool:
+    """Whether a call over these rows has enough work for numba's threads (the answer is the same bits
+    either way)."""
+    return (int(seq_lens.sum()) - start * len(seq_lens)) * kv_heads >= PARALLEL_MIN_WORK
 
 
 def cache_bits(cache: torch.Tensor) -> np.ndarray:
@@ -154,7 +282,7 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
     out = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32))
     if B:
         if parallel is None:
-            parallel = B * k_bits.shape[1] >= PARALLEL_MIN_JOBS and match_torch_threads() > 1
+            parallel = parallel_worth_it(seq_lens, start, k_bits.shape[1]) and match_torch_threads() > 1
         decode_attention_into(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, scale, out, parallel,
                               start)
     return out

@@ -59,7 +59,6 @@ class TorchAttentionBackend(AttentionBackend):
         if paged_decode is None:
             paged_decode = on_cpu and decode_attention_cpu.available()
         self.paged_decode = decode_attention_cpu.paged_decode_attention if paged_decode else None
-        self._parallel_min_jobs = decode_attention_cpu.PARALLEL_MIN_JOBS
         self._threads_matched: tuple[int, int] | None = None   # (thread id, torch threads) numba was matched to
         self._numba_threads = 1
         if paged_decode:
@@ -119,10 +118,11 @@ class TorchAttentionBackend(AttentionBackend):
             meta.decode_seq_lens = np.array(q_seq_lens, dtype=np.int64)
             meta.decode_table = fb.req_to_token.numpy()
             # a request's rows attend exactly as its one-row decode would: the cascade is chosen by the number of
-            # distinct requests, not of rows (the kernel's two entry points return the same bits; the count only
-            # decides whether the call is worth numba's threads)
+            # distinct requests, not of rows; the kernel's two entry points return the same bits, so the work
+            # alone decides whether the call is worth numba's threads
             distinct = len(set(q_req_rows))
-            meta.decode_parallel = (distinct * self.kv_pool.k_buffer[0].shape[1] >= self._parallel_min_jobs
+            meta.decode_parallel = (decode_attention_cpu.parallel_worth_it(meta.decode_seq_lens, 0,
+                                                                           self.kv_pool.k_buffer[0].shape[1])
                                     and self._parallel_threads() > 1)
             if distinct > 1:
                 meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from sglite.kernels.decode_attention import decode_attention_torch
-from sglite.kernels.decode_attention_cpu import (PARALLEL_MIN_JOBS, cache_bits, decode_attention_arrays,
+from sglite.kernels.decode_attention_cpu import (CHUNK, PARALLEL_MIN_WORK, cache_bits, decode_attention_arrays,
                                                 decode_attention_cpu)
 
 
@@ -30,14 +30,58 @@ def test_bfloat16_cache_and_out_argument(paged):
     torch.testing.assert_close(out.float(), ref.float(), atol=2e-2, rtol=1e-2)
 
 
-def test_parallel_path_matches_serial(paged):
-    """Enough (request, KV head) jobs to take numba's threads; same answers as the reference."""
-    n = PARALLEL_MIN_JOBS
-    k_cache, v_cache, table, rows, seq = paged(list(range(3, 3 + n)), 2, 16, page_size=8)
-    q = torch.randn(n, 4, 16)
-    ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 0.25)
-    torch.testing.assert_close(decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.25), ref,
-                               atol=2e-5, rtol=1e-4)
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-5), (torch.bfloat16, 2e-2)])
+def test_long_rows_split_into_chunks_match_reference(paged, dtype, atol):
+    """Rows longer than a chunk (split, each chunk a job, merged), one on a chunk boundary, enough work for
+    numba's threads; against the reference."""
+    lens = [CHUNK - 1, CHUNK, CHUNK + 1, 3 * CHUNK + 17, 5, 2 * CHUNK]
+    k_cache, v_cache, table, rows, seq = paged(lens, 3, 64, page_size=16, dtype=dtype, seed=4)
+    assert int(seq.sum()) * 3 >= PARALLEL_MIN_WORK
+    q = torch.randn(len(lens), 9, 64).to(dtype)
+    ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 0.125)
+    out = decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.125)
+    torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_row_is_the_same_bits_whatever_shares_the_call(dtype):
+    """A request's draft rows (its own row repeated with seq_len + 1, + 2, ...), other requests' rows, or none:
+    each row's result is the bits it has alone, so greedy outputs do not depend on drafts or batch."""
+    torch.manual_seed(1)
+    S, Hk, D, Hq = 4096, 3, 64, 9
+    k_bits = cache_bits(torch.randn(S, Hk, D).to(dtype))
+    v_bits = cache_bits(torch.randn(S, Hk, D).to(dtype))
+    table = torch.randperm(S).to(torch.int32).view(4, -1).numpy().copy()
+    base = [CHUNK - 2, 700, 31]                       # draft rows of the first cross a chunk boundary
+    rows = np.array([0, 0, 0, 0, 1, 2], dtype=np.int64)
+    seq = np.array([base[0], base[0] + 1, base[0] + 2, base[0] + 3, base[1], base[2]], dtype=np.int64)
+    q = torch.randn(len(rows), Hq, D).numpy()
+    together = decode_attention_arrays(q, k_bits, v_bits, table, rows, seq, 0.125)
+    for i in range(len(rows)):
+        alone = decode_attention_arrays(q[i:i + 1].copy(), k_bits, v_bits, table, rows[i:i + 1], seq[i:i + 1],
+                                        0.125, parallel=False)
+        for a, b in zip(together, alone):
+            assert np.array_equal(a[i], b[0]), i
+
+
+def test_exp_is_close_to_numpy():
+    import numba
+
+    from sglite.kernels.decode_attention_cpu import _exp_neg
+
+    @numba.njit
+    def run(x):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            out[i] = _exp_neg(x[i])
+        return out
+
+    x = -np.concatenate([np.linspace(0, 1, 1001), np.linspace(1, 87, 5001)]).astype(np.float32)
+    got, want = run(x), np.exp(x.astype(np.float64))
+    err = np.abs(got - want)
+    assert err.max() <= 2e-7                                         # against the max score's weight, 1
+    assert (err / want <= 3e-7 + 1e-7 * np.abs(x)).all()             # t = x log2(e) rounds in float32
+    assert run(np.array([-200.0, -1e30], np.float32)).max() <= 2.0 ** -125   # clamped, not garbage
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -67,8 +111,8 @@ def test_a_thread_runs_the_kernel_on_as_many_threads_as_torch_uses():
     k_bits = cache_bits(torch.randn(S, Hk, D))
     table = torch.randperm(S).to(torch.int32).view(B, -1).numpy().copy()
     q = torch.randn(B, Hq, D).numpy()
-    rows, seq = np.arange(B, dtype=np.int64), np.full(B, 40, dtype=np.int64)
-    assert B * Hk >= PARALLEL_MIN_JOBS
+    rows, seq = np.arange(B, dtype=np.int64), np.full(B, 100, dtype=np.int64)
+    assert (int(seq.sum()) * Hk) >= PARALLEL_MIN_WORK
     seen = {}
 
     def call():

@@ -36,6 +36,8 @@ class EngineConfig:
     speculative_algorithm: str | None = None   # "ngram": drafts from the request's own and other requests' text,
                                                # verified in the next forward pass (see speculative.py); None: off
     speculative_num_draft_tokens: int = 6      # the most draft tokens per request per pass
+    speculative_row_cost: float | None = None  # what one more row adds to a step, as a share of a one-row step,
+                                               # for planning drafts; None: measured from the engine's steps
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str) -> ValueError:
@@ -69,6 +71,9 @@ class EngineConfig:
             raise bad("speculative_algorithm", "must be None (off) or 'ngram'")
         if not isinstance(self.speculative_num_draft_tokens, int) or not 1 <= self.speculative_num_draft_tokens <= 32:
             raise bad("speculative_num_draft_tokens", "must be an int in [1, 32]")
+        if self.speculative_row_cost is not None and (isinstance(self.speculative_row_cost, bool) or not isinstance(
+                self.speculative_row_cost, (int, float)) or not 0 <= self.speculative_row_cost <= 1):
+            raise bad("speculative_row_cost", "must be None (measured) or a number in [0, 1]")
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
 

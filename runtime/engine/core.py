@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+import time
 import traceback
 from typing import Any
 
@@ -58,7 +59,8 @@ class EngineCore:
                             cfg.disable_radix_cache)
         self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order)
-        self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens) if cfg.speculative_algorithm == "ngram" else None
+        self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens, cfg.speculative_row_cost) \
+            if cfg.speculative_algorithm == "ngram" else None
         self.scheduler = Scheduler(cfg, self.kv, self.drafter)
         eos = self.tokenizer.eos_token_id
         self.processor = StepProcessor(Sampler(mc.vocab_size, eos, self.tokenizer.all_token_bytes), eos, self.scheduler.finish,
@@ -139,6 +141,7 @@ class EngineCore:
         finished. An internal error aborts the requests in flight (each gets a final chunk saying so) and leaves
         the core usable."""
         try:
+            t0 = time.perf_counter()
             batch = self.scheduler.schedule()
             if batch is None:
                 if self.scheduler.has_work():
@@ -150,6 +153,8 @@ class EngineCore:
             self.stats["prefill_tokens_computed"] += batch.num_prefill_tokens
             self.stats["decode_tokens"] += batch.num_tokens - batch.num_prefill_tokens
             self.scheduler.on_step_done(batch)
+            if self.drafter is not None and not batch.num_prefill:
+                self.drafter.observe_step(batch.num_tokens, time.perf_counter() - t0)
             if self.debug_checks:
                 self.kv.check_integrity()
             return self._deliver([r for r in batch.reqs if r.finished or r.output_ids])
@@ -214,7 +219,8 @@ class EngineCore:
         if self.drafter is not None:
             d = self.drafter
             s.update(spec_draft_tokens=d.proposed, spec_accepted_tokens=d.accepted,
-                     spec_acceptance_rate=d.accepted / d.proposed if d.proposed else 0.0)
+                     spec_acceptance_rate=d.accepted / d.proposed if d.proposed else 0.0,
+                     spec_row_cost=round(d.cost.row_cost(), 4))
         return s
 
     def shutdown(self) -> None:

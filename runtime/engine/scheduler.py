@@ -195,8 +195,8 @@ class Scheduler:
         """Slots for every running request's pending tokens and draft. Short of memory, drops the drafts, then
         retracts the newest requests: a half-prefilled chunked request first, then running ones, newest first
         (one always survives)."""
-        for r in self.running:
-            r.draft = self.drafter.propose(r) if self.drafter is not None else []
+        if self.drafter is not None:
+            self.drafter.propose_all(self.running)
         while True:
             need = sum(r.num_pending + len(r.draft) for r in self.running)
             slots = self.kv.alloc(need)

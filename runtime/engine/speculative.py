@@ -1,66 +1,183 @@
-"""N-gram drafting for speculative decoding, with no draft model.
+"""N-gram drafting for speculative decoding, with no draft model, and drafts only where they pay.
 
-An extraction copies much of its output from its input. Before a step, each decoding request proposes up to K
-draft tokens: the tokens that followed the most recent earlier occurrence of its last n tokens (n = 4 down to
-2), looked up in its own prompt and output, then in the outputs of recently finished requests (the same job's
-other documents). Each draft token is checked against a copy of the request's grammar matcher; the first token
-the grammar forbids cuts the draft. The next forward pass computes the pending tokens plus the draft in one
-extend, and the StepProcessor accepts draft tokens while each equals the token sampled at the position before it
-(the ordinary sampler, one draw per emitted token: greedy and seeded outputs are identical with drafting on or
-off, and sampling keeps its distribution; for a one-token draft this is the standard acceptance rule).
+An extraction copies much of its output from its input. Before a step, each decoding request looks up a
+candidate draft of up to K tokens: the tokens that followed the most recent earlier occurrence of its last n
+tokens (n = 4 down to 2), in its own prompt and output, then in the outputs of recently finished requests (the
+same job's other documents). The next forward pass computes the pending tokens plus the draft in one extend,
+and the StepProcessor accepts draft tokens while each equals the token sampled at the position before it (the
+ordinary sampler, one draw per emitted token: greedy and seeded outputs are identical with drafting on or off,
+and sampling keeps its distribution; for a one-token draft this is the standard acceptance rule).
 
-Per request, the draft length adapts to what was accepted, and drafting pauses where it keeps failing.
+A draft row is not free: on a CPU whose matmul kernel is bound by arithmetic it costs a large part of a whole
+one-row pass (on AVX2 Zen 1 about 0.4), where on a memory-bound one it costs little. So the drafter plans:
+- `PassCost` learns the step time as a line in the pass's rows, from the engine's own decode steps.
+- `Acceptance` estimates, for each candidate, the chance that a draft token is accepted once the ones before it
+  were: per draft source (own text or other requests', and the n-gram's length), blended with the request's own
+  recent record.
+- `plan_drafts` keeps draft tokens, best expected gain first, while each raises expected tokens per second.
+Then each kept draft is cut at the first token its grammar forbids. A source that the plan keeps declining is
+retried with one token now and then, so its estimate can recover.
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 
 from .request import Req
 
 MAX_N = 4                 # longest n-gram matched
 MIN_N = 2                 # shortest (1-grams draft noise)
-PAUSE_STEPS = 8           # steps without drafting after drafts keep failing
-FAIL_LIMIT = 3            # consecutive drafts with nothing accepted before a pause
 SHARED_MAX_ENTRIES = 200_000
+
+SOURCE_DECAY = 0.97       # per verified draft of a source: older outcomes weigh less
+REQUEST_DECAY = 0.7       # per verified draft of a request
+REQUEST_WEIGHT = 3.0      # a source's estimate counts as this many of the request's own draft tokens
+PRIOR_ROW_COST = 0.25     # before two row counts are seen: one more row costs this much of a one-row pass
+MIN_ROW_COST = 0.02       # a fitted slope is at least this much of a one-row pass (timing noise)
+COST_DECAY = 0.9          # per observed step of a row count: its mean time follows recent steps
+EXPLORE_EVERY = 64        # a source declined this many times in a row gets a one-token draft
 
 
 @dataclass
 class DraftState:
     """A request's n-gram index over its own tokens: index[n][last n tokens] = position of the token that
-    followed their most recent earlier occurrence. Covers all_ids()[:indexed]."""
+    followed their most recent earlier occurrence. Covers all_ids()[:indexed]. `source` is where this step's
+    candidate came from; `accepted` / `tried` count the request's recent draft tokens (decayed)."""
     index: dict[int, dict[tuple[int, ...], int]] = field(default_factory=lambda: {n: {} for n in range(MIN_N, MAX_N + 1)})
     indexed: int = 0
-    k: int = 0                # current draft length limit
-    failures: int = 0         # consecutive drafts with nothing accepted
-    paused: int = 0           # steps left without drafting
+    source: tuple[str, int] | None = None
+    accepted: float = 0.0
+    tried: float = 0.0
+
+
+class PassCost:
+    """Seconds of a decode step (no prefill rows) as a line in its rows, t(R) = a + b R, fitted by weighted least
+    squares through the mean time of each row count seen (recent steps weigh most). `fixed_row_cost` pins b / t(1)
+    instead (tests; a machine known in advance)."""
+
+    def __init__(self, fixed_row_cost: float | None = None):
+        self.fixed = fixed_row_cost
+        self.mean: dict[int, tuple[float, float]] = {}   # rows -> (mean seconds, weight)
+
+    def observe(self, rows: int, seconds: float) -> None:
+        m, w = self.mean.get(rows, (seconds, 0.0))
+        w = COST_DECAY * w + 1.0
+        self.mean[rows] = (m + (seconds - m) / w, w)
+
+    def line(self) -> tuple[float, float]:
+        """(a, b) with t(1) = a + b = 1 when nothing is measured; b >= MIN_ROW_COST * t(1)."""
+        if self.fixed is not None or len(self.mean) < 2:
+            share = PRIOR_ROW_COST if self.fixed is None else self.fixed
+            r0, (t0, _) = next(iter(list(self.mean.items())), (1, (1.0, 0.0)))
+            t1 = t0 / (1.0 - share + share * r0)      # through the one point seen, with the assumed slope
+            return t1 * (1.0 - share), t1 * share
+        sw = sr = st = srr = srt = 0.0
+        for r, (t, w) in list(self.mean.items()):   # get_stats reads from another thread
+            sw, sr, st, srr, srt = sw + w, sr + w * r, st + w * t, srr + w * r * r, srt + w * r * t
+        var = srr - sr * sr / sw
+        b = (srt - sr * st / sw) / var
+        a = (st - b * sr) / sw
+        t1 = max(a + b, 1e-9)
+        b = max(b, MIN_ROW_COST * t1)
+        return t1 - b, b
+
+    def row_cost(self) -> float:
+        """b / t(1): what one more row adds, as a share of a one-row step."""
+        a, b = self.line()
+        return b / (a + b)
+
+
+class Acceptance:
+    """P(a draft token is accepted | the ones before it were), per source: ("own" | "shared", n-gram length).
+    Decayed counts over verified drafts, with a prior of one accepted in two."""
+
+    def __init__(self):
+        self.counts: dict[tuple[str, int], tuple[float, float]] = {}   # source -> (accepted, tried), decayed
+        self.declined: dict[tuple[str, int], int] = {}                 # source -> plans in a row that kept nothing
+
+    def source_rate(self, source: tuple[str, int]) -> float:
+        acc, tried = self.counts.get(source, (0.0, 0.0))
+        return (acc + 1.0) / (tried + 2.0)
+
+    def rate(self, st: DraftState) -> float:
+        return (st.accepted + REQUEST_WEIGHT * self.source_rate(st.source)) / (st.tried + REQUEST_WEIGHT)
+
+    def update(self, st: DraftState, proposed: int, accepted: int) -> None:
+        """A verified draft: its first `accepted` tokens were accepted and, if it was not all accepted, the next
+        was tried and rejected (the ones after that were never tried)."""
+        tried = min(proposed, accepted + 1)
+        acc, t = self.counts.get(st.source, (0.0, 0.0))
+        self.counts[st.source] = (SOURCE_DECAY * acc + accepted, SOURCE_DECAY * t + tried)
+        st.accepted = REQUEST_DECAY * st.accepted + accepted
+        st.tried = REQUEST_DECAY * st.tried + tried
+
+
+def plan_drafts(candidates: list[tuple[int, float]], rows: int, line: tuple[float, float]) -> list[int]:
+    """How many tokens of each candidate draft to verify. candidates[i] = (length, p): request i's candidate and
+    its per-token acceptance chance; `rows`: the pass's rows without drafts (one expected token per request).
+    Token j of a draft (1-based) adds p^j expected tokens and one row; tokens are taken best gain first while
+    each raises expected tokens per second: g * t(R) > E * b, with E the expected tokens so far."""
+    a, b = line
+    keep = [0] * len(candidates)
+    expected = float(len(candidates))
+    heap = [(-p, i, 1) for i, (n, p) in enumerate(candidates) if n > 0 and p > 0.0]
+    heapq.heapify(heap)
+    while heap:
+        neg_gain, i, j = heapq.heappop(heap)
+        gain = -neg_gain
+        if gain * (a + b * rows) <= expected * b:
+            break
+        keep[i], rows, expected = j, rows + 1, expected + gain
+        n, p = candidates[i]
+        if j < n:
+            heapq.heappush(heap, (-gain * p, i, j + 1))
+    return keep
 
 
 class NgramDrafter:
-    def __init__(self, max_draft: int):
+    def __init__(self, max_draft: int, row_cost: float | None = None):
         self.max_draft = max_draft
         # continuations seen in finished requests' outputs: last n tokens -> the tokens that followed
         self.shared: dict[int, dict[tuple[int, ...], tuple[int, ...]]] = {n: {} for n in range(MIN_N, MAX_N + 1)}
+        self.cost = PassCost(row_cost)
+        self.acceptance = Acceptance()
         self.proposed = 0
         self.accepted = 0
 
     # --- before a step ---------------------------------------------------------------------------------------
-    def propose(self, req: Req) -> list[int]:
-        """Draft tokens to verify after req's pending tokens ([] for none)."""
+    def propose_all(self, reqs: list[Req]) -> None:
+        """Sets r.draft for every running request: its candidate, cut to what the plan keeps, then to what its
+        grammar allows."""
+        cands = [self._candidate(r) for r in reqs]
+        if not any(cands):
+            return
+        rates = [self.acceptance.rate(r.draft_state) if c else 0.0 for r, c in zip(reqs, cands)]
+        keep = plan_drafts([(len(c), p) for c, p in zip(cands, rates)], sum(r.num_pending for r in reqs),
+                           self.cost.line())
+        declined = self.acceptance.declined
+        for r, c, k in zip(reqs, cands, keep):
+            if not c:
+                continue
+            src = r.draft_state.source
+            if k == 0:
+                declined[src] = declined.get(src, 0) + 1
+                if declined[src] < EXPLORE_EVERY:
+                    continue
+                k = 1                       # a retry, so that a source's estimate can recover
+            declined[src] = 0
+            r.draft = _grammar_prefix(r, c[:k]) if r.matcher is not None else c[:k]
+
+    def _candidate(self, req: Req) -> list[int]:
         st = req.draft_state
         if st is None:
-            st = req.draft_state = DraftState(k=self.max_draft)
-        if st.paused:
-            st.paused -= 1
-            return []
-        room = req.remaining_new_tokens - 1   # the pass also samples one token after the draft
+            st = req.draft_state = DraftState()
+        req.draft = []
+        room = min(self.max_draft, req.remaining_new_tokens - 1)   # the pass also samples one after the draft
         if room <= 0 or req.finished:
             return []
         ids = req.all_ids()
         self._index(st, ids)
-        draft = self._lookup(st, ids, min(st.k, room))
-        if draft and req.matcher is not None:
-            draft = _grammar_prefix(req, draft)
-        return draft
+        return self._lookup(st, ids, room)
 
     def _index(self, st: DraftState, ids: list[int]) -> None:
         for p in range(max(st.indexed, MIN_N), len(ids)):
@@ -74,27 +191,23 @@ class NgramDrafter:
             key = tuple(ids[L - n:])
             at = st.index[n].get(key)
             if at is not None and at < L:
+                st.source = ("own", n)
                 return ids[at:at + k]
             cont = self.shared[n].get(key)
             if cont is not None:
+                st.source = ("shared", n)
                 return list(cont[:k])
         return []
 
     # --- after a step ----------------------------------------------------------------------------------------
+    def observe_step(self, rows: int, seconds: float) -> None:
+        """A decode step (no prefill rows) of `rows` rows took `seconds`, end to end."""
+        self.cost.observe(rows, seconds)
+
     def feedback(self, req: Req, proposed: int, accepted: int) -> None:
-        """Adapts req's draft length: grows after a fully accepted draft, shrinks to what was accepted; pauses
-        drafting after FAIL_LIMIT drafts in a row with nothing accepted."""
-        st = req.draft_state
         self.proposed += proposed
         self.accepted += accepted
-        if accepted == proposed:
-            st.k, st.failures = min(self.max_draft, st.k + 2), 0
-        elif accepted == 0:
-            st.k, st.failures = max(1, st.k // 2), st.failures + 1
-            if st.failures >= FAIL_LIMIT:
-                st.paused, st.failures, st.k = PAUSE_STEPS, 0, self.max_draft
-        else:
-            st.k, st.failures = max(1, accepted + 1), 0
+        self.acceptance.update(req.draft_state, proposed, accepted)
 
     def on_finished(self, req: Req) -> None:
         """Remembers req's output for other requests' drafts."""

@@ -35,6 +35,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
     ("--speculative-algorithm", "speculative_algorithm", str,
      "'ngram': draft tokens from the prompt and earlier outputs, verified in one pass (default: off)"),
     ("--speculative-num-draft-tokens", "speculative_num_draft_tokens", int, "the most draft tokens per pass"),
+    ("--speculative-row-cost", "speculative_row_cost", float,
+     "what one more row adds to a decode step, as a share of a one-row step (default: measured as it runs)"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
 )

@@ -30,6 +30,8 @@ ENGINE_GAUGES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("sglite_spec_acceptance_rate", "Speculative decoding: accepted / proposed draft tokens, since start",
      ("spec_acceptance_rate",)),
     ("sglite_spec_accepted_tokens", "Speculative decoding: draft tokens accepted so far", ("spec_accepted_tokens",)),
+    ("sglite_spec_row_cost", "Speculative decoding: what one more row adds to a decode step, as a share of a "
+     "one-row step (measured; drafts are planned with it)", ("spec_row_cost",)),
 )
 
 

@@ -7,10 +7,11 @@ Same signature and layout as `decode_attention_torch` (the reference, in decode_
     out:              [B, Hq, D]           same dtype as q
 
 The torch path gathers every request's keys into a padded [B, L, Hkv, D] copy per layer (and SDPA's CPU kernel
-pays a large fixed cost per call for one query). Here a numba kernel (compiled once, cached on disk) runs one
-job per (request, KV head), in parallel: it walks the request's slots in req_to_token and reads each K and V
-row once, where it lies, for all Hq/Hkv query heads of the group; softmax in float32. Requests that share a
-cached prefix read the same rows, which then come from the CPU's cache.
+pays a large fixed cost per call for one query). Here a numba kernel (compiled once, cached on disk) splits each
+row's columns into chunks of CHUNK keys and runs one job per (row, KV head, chunk), in parallel when there is
+enough work: it walks the slots in req_to_token and reads each K and V row once, where it lies, for all Hq/Hkv
+query heads of the group; softmax in float32; the chunks are merged in order. Requests that share a cached
+prefix read the same rows, which then come from the CPU's cache.
 """
 from __future__ import annotations
 

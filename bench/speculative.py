@@ -101,8 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     st = on["stats"]
     print(f"\ndraft tokens proposed {st['spec_draft_tokens']}, accepted {st['spec_accepted_tokens']} "
-          f"({100 * st['spec_acceptance_rate']:.0f}%); tokens per pass count sampled tokens only (jump-forward's "
-          "forced tokens excluded)")
+          f"({100 * st['spec_acceptance_rate']:.0f}%); one more row in a step costs {st['spec_row_cost']:.2f} of a "
+          "one-row step (learned); tokens per pass count sampled tokens only (jump-forward's forced tokens excluded)")
     return 0
 
 

@@ -10,7 +10,7 @@ and sampling keeps its distribution; for a one-token draft this is the standard 
 
 A draft row is not free: on a CPU whose matmul kernel is bound by arithmetic it costs a large part of a whole
 one-row pass (on AVX2 Zen 1 about 0.4), where on a memory-bound one it costs little. So the drafter plans:
-- `PassCost` learns the step time as a line in the pass's rows, from the engine's own decode steps.
+- `PassCost` learns the step time by the pass's rows, from the engine's own decode steps.
 - `Acceptance` estimates, for each candidate, the chance that a draft token is accepted once the ones before it
   were: per draft source (own text or other requests', and the n-gram's length), blended with the request's own
   recent record.
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .request import Req
 
@@ -51,9 +53,12 @@ class DraftState:
 
 
 class PassCost:
-    """Seconds of a decode step (no prefill rows) as a line in its rows, t(R) = a + b R, fitted by weighted least
-    squares through the mean time of each row count seen (recent steps weigh most). `fixed_row_cost` pins b / t(1)
-    instead (tests; a machine known in advance)."""
+    """Seconds of a decode step (no prefill rows) by its rows R: t(R) = t1 + step [R > 1] + per_row (R - 1),
+    fitted by weighted least squares through the mean time of each row count seen (recent steps weigh most).
+    `step` is what going past one row costs beyond a row's own share (verifying and sampling draft rows, which
+    the mask thread does not overlap): measured at batch 1, the first draft row costs about 0.6 of a step and
+    each further one about 0.35. With too few row counts for three terms it fits a line, and before two, takes
+    PRIOR_ROW_COST. `fixed_row_cost` pins per_row / t1 with no step (tests; a machine known in advance)."""
 
     def __init__(self, fixed_row_cost: float | None = None):
         self.fixed = fixed_row_cost
@@ -64,27 +69,36 @@ class PassCost:
         w = COST_DECAY * w + 1.0
         self.mean[rows] = (m + (seconds - m) / w, w)
 
-    def line(self) -> tuple[float, float]:
-        """(a, b) with t(1) = a + b = 1 when nothing is measured; b >= MIN_ROW_COST * t(1)."""
-        if self.fixed is not None or len(self.mean) < 2:
+    def model(self) -> tuple[float, float, float]:
+        """(t1, step, per_row); t1 = 1 when nothing is measured; per_row >= MIN_ROW_COST * t1, step >= 0."""
+        seen = list(self.mean.items())   # get_stats reads from another thread
+        if self.fixed is not None or len(seen) < 2:
             share = PRIOR_ROW_COST if self.fixed is None else self.fixed
-            r0, (t0, _) = next(iter(list(self.mean.items())), (1, (1.0, 0.0)))
-            t1 = t0 / (1.0 - share + share * r0)      # through the one point seen, with the assumed slope
-            return t1 * (1.0 - share), t1 * share
-        sw = sr = st = srr = srt = 0.0
-        for r, (t, w) in list(self.mean.items()):   # get_stats reads from another thread
-            sw, sr, st, srr, srt = sw + w, sr + w * r, st + w * t, srr + w * r * r, srt + w * r * t
-        var = srr - sr * sr / sw
-        b = (srt - sr * st / sw) / var
-        a = (st - b * sr) / sw
-        t1 = max(a + b, 1e-9)
-        b = max(b, MIN_ROW_COST * t1)
-        return t1 - b, b
+            r0, (t0, _) = seen[0] if seen else (1, (1.0, 0.0))
+            t1 = t0 / (1.0 + share * (r0 - 1))      # through the one point seen, with the assumed slope
+            return t1, 0.0, t1 * share
+        rows = np.array([r for r, _ in seen], dtype=np.float64)
+        times = np.array([t for _, (t, _) in seen])
+        sw = np.sqrt([w for _, (_, w) in seen])
+        def fit(with_step: bool) -> list[float]:
+            cols = [np.ones_like(rows), rows - 1] + ([(rows > 1).astype(np.float64)] if with_step else [])
+            return [float(c) for c in np.linalg.lstsq(np.stack(cols, 1) * sw[:, None], times * sw, rcond=None)[0]]
+
+        coef = fit(True) if 1 in self.mean and (rows > 1).sum() >= 2 else [0.0, 0.0, -1.0]
+        if coef[2] < 0:                             # too few row counts for a step, or none measured: a line
+            coef = fit(False) + [0.0]
+        t1, per_row, step = max(coef[0], 1e-9), coef[1], coef[2]
+        return t1, step, max(per_row, MIN_ROW_COST * t1)
+
+    def curve(self):
+        """t(R) as a function, for plan_drafts."""
+        t1, step, per_row = self.model()
+        return lambda r: t1 + per_row * (r - 1) + (step if r > 1 else 0.0)
 
     def row_cost(self) -> float:
-        """b / t(1): what one more row adds, as a share of a one-row step."""
-        a, b = self.line()
-        return b / (a + b)
+        """(t(2) - t(1)) / t(1): what a first draft row adds, as a share of a one-row step."""
+        t1, step, per_row = self.model()
+        return (step + per_row) / t1
 
 
 class Acceptance:
@@ -112,25 +126,35 @@ class Acceptance:
         st.tried = REQUEST_DECAY * st.tried + tried
 
 
-def plan_drafts(candidates: list[tuple[int, float]], rows: int, line: tuple[float, float]) -> list[int]:
+def plan_drafts(candidates: list[tuple[int, float]], rows: int, cost) -> list[int]:
     """How many tokens of each candidate draft to verify. candidates[i] = (length, p): request i's candidate and
-    its per-token acceptance chance; `rows`: the pass's rows without drafts (one expected token per request).
-    Token j of a draft (1-based) adds p^j expected tokens and one row; tokens are taken best gain first while
-    each raises expected tokens per second: g * t(R) > E * b, with E the expected tokens so far."""
-    a, b = line
+    its per-token acceptance chance; `rows`: the pass's rows without drafts (one expected token per request);
+    cost(R): a step's time at R rows. Token j of a draft (1-based) adds p^j expected tokens and one row.
+    Candidates are taken best next gain first; each takes the run of its next tokens that most raises expected
+    tokens per second, E / t(R), if any does (a run, not a token: the step up from one row to two can make the
+    first draft token a loss and the next few a gain)."""
     keep = [0] * len(candidates)
     expected = float(len(candidates))
     heap = [(-p, i, 1) for i, (n, p) in enumerate(candidates) if n > 0 and p > 0.0]
     heapq.heapify(heap)
     while heap:
         neg_gain, i, j = heapq.heappop(heap)
-        gain = -neg_gain
-        if gain * (a + b * rows) <= expected * b:
-            break
-        keep[i], rows, expected = j, rows + 1, expected + gain
         n, p = candidates[i]
-        if j < n:
-            heapq.heappush(heap, (-gain * p, i, j + 1))
+        best, best_rate = 0, expected / cost(rows)
+        e, gain = expected, -neg_gain
+        for m in range(1, n - j + 2):              # tokens j .. j + m - 1
+            e += gain
+            gain *= p
+            rate = e / cost(rows + m)
+            if rate > best_rate:
+                best, best_rate = m, rate
+        if best == 0:
+            continue
+        keep[i] = j + best - 1
+        rows += best
+        expected += sum(-neg_gain * p ** k for k in range(best))
+        if keep[i] < n:
+            heapq.heappush(heap, (neg_gain * p ** best, i, keep[i] + 1))
     return keep
 
 
@@ -153,7 +177,7 @@ class NgramDrafter:
             return
         rates = [self.acceptance.rate(r.draft_state) if c else 0.0 for r, c in zip(reqs, cands)]
         keep = plan_drafts([(len(c), p) for c, p in zip(cands, rates)], sum(r.num_pending for r in reqs),
-                           self.cost.line())
+                           self.cost.curve())
         declined = self.acceptance.declined
         for r, c, k in zip(reqs, cands, keep):
             if not c:

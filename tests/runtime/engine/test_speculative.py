@@ -133,45 +133,64 @@ def test_costly_rows_are_not_drafted(make_engine):
     assert on.get_stats()["spec_row_cost"] == 1.0
 
 
+def line(a, b):
+    return lambda rows: a + b * rows
+
+
 def test_plan_keeps_tokens_while_they_pay():
     from sglite.runtime.engine.speculative import plan_drafts
 
     # a one-row step of 10 (a = 6, b = 4 a row), p = 0.9: expected tokens per second E(k) / t(1 + k) for
     # k = 0..5 is 1/10, 1.9/14, 2.71/18, 3.44/22, 4.10/26, 4.69/30: best at 4
-    assert plan_drafts([(8, 0.9)], 1, (6.0, 4.0)) == [4]
-    assert plan_drafts([(2, 0.9)], 1, (6.0, 4.0)) == [2]      # the candidate is shorter than what would pay
-    assert plan_drafts([(8, 0.3)], 1, (6.0, 4.0)) == [0]      # 0.3 * 10 < 4
-    assert plan_drafts([(8, 0.99)], 1, (1.0, 0.0)) == [8]     # free rows: everything
-    assert plan_drafts([(0, 0.9), (4, 0.0)], 2, (1.0, 0.0)) == [0, 0]
-    # batch 1: the plan is the best length, by brute force, over a grid of chances and costs
+    assert plan_drafts([(8, 0.9)], 1, line(6.0, 4.0)) == [4]
+    assert plan_drafts([(2, 0.9)], 1, line(6.0, 4.0)) == [2]   # the candidate is shorter than what would pay
+    assert plan_drafts([(8, 0.3)], 1, line(6.0, 4.0)) == [0]   # 0.3 * 10 < 4
+    assert plan_drafts([(8, 0.99)], 1, line(1.0, 0.0)) == [8]  # free rows: everything
+    assert plan_drafts([(0, 0.9), (4, 0.0)], 2, line(1.0, 0.0)) == [0, 0]
+    # batch 1: the plan is the best length, by brute force, over a grid of chances and costs, with and without
+    # a step up from one row to two
     for p in (0.2, 0.4, 0.6, 0.8, 0.95):
         for share in (0.05, 0.2, 0.4, 0.7):
-            a, b = 1.0 - share, share
-            rate = [sum(p ** j for j in range(k + 1)) / (a + b * (1 + k)) for k in range(9)]
-            assert plan_drafts([(8, p)], 1, (a, b)) == [max(range(9), key=rate.__getitem__)], (p, share)
+            for jump in (0.0, 0.3):
+                def t(rows, share=share, jump=jump):
+                    return 1.0 + share * (rows - 1) + (jump if rows > 1 else 0.0)
+                rate = [sum(p ** j for j in range(k + 1)) / t(1 + k) for k in range(9)]
+                (k,) = plan_drafts([(8, p)], 1, t)
+                assert rate[k] == pytest.approx(max(rate), abs=1e-12), (p, share, jump)   # (ties: either)
     # two requests: the better candidate goes first; in a full batch a row is dear against what a step yields
-    keep = plan_drafts([(4, 0.5), (4, 0.95)], 2, (6.0, 4.0))
+    keep = plan_drafts([(4, 0.5), (4, 0.95)], 2, line(6.0, 4.0))
     assert keep[1] >= 1 and keep[0] <= keep[1]
-    assert plan_drafts([(4, 0.6)], 1, (6.0, 4.0)) == [1]
-    assert plan_drafts([(4, 0.6)] + [(0, 0.0)] * 7, 8, (6.0, 4.0)) == [0] * 8
+    assert plan_drafts([(4, 0.6)], 1, line(6.0, 4.0)) == [1]
+    assert plan_drafts([(4, 0.6)] + [(0, 0.0)] * 7, 8, line(6.0, 4.0)) == [0] * 8
 
 
-def test_pass_cost_fits_a_line_through_what_it_sees():
+def test_pass_cost_fits_what_it_sees():
     from sglite.runtime.engine.speculative import PRIOR_ROW_COST, PassCost
 
     c = PassCost()
     assert c.row_cost() == pytest.approx(PRIOR_ROW_COST)       # nothing seen: the prior
     c.observe(1, 0.020)
-    a, b = c.line()
-    assert a + b == pytest.approx(0.020) and b / (a + b) == pytest.approx(PRIOR_ROW_COST)
+    assert c.curve()(1) == pytest.approx(0.020) and c.row_cost() == pytest.approx(PRIOR_ROW_COST)
     for _ in range(20):
         for rows in (1, 3, 5):
-            c.observe(rows, 0.012 + 0.008 * rows)              # a = 12 ms, b = 8 ms
-    a, b = c.line()
-    assert a == pytest.approx(0.012, rel=0.05) and b == pytest.approx(0.008, rel=0.05)
+            c.observe(rows, 0.012 + 0.008 * rows)              # a line: t1 = 20 ms, 8 ms a row, no step
+    t1, step, per_row = c.model()
+    assert t1 == pytest.approx(0.020, rel=0.02) and per_row == pytest.approx(0.008, rel=0.05) and step < 1e-4
     for _ in range(40):
         c.observe(3, 0.012 + 0.004 * 3)                        # the machine got faster at 3 rows: recent wins
-    assert c.line()[1] < 0.008
+    assert c.model()[2] < 0.008
+    jump = PassCost()
+    for _ in range(10):
+        for rows in (1, 2, 4, 8):
+            jump.observe(rows, 0.025 + (0.007 if rows > 1 else 0) + 0.01 * (rows - 1))
+    t1, step, per_row = jump.model()
+    assert (t1, step, per_row) == pytest.approx((0.025, 0.007, 0.01), rel=0.02)
+    assert jump.row_cost() == pytest.approx(0.017 / 0.025, rel=0.02)
+    two = PassCost()                                           # two row counts: a line, no step
+    for _ in range(5):
+        two.observe(1, 0.02)
+        two.observe(3, 0.03)
+    assert two.model() == pytest.approx((0.02, 0.0, 0.005))
     flat = PassCost()
     for _ in range(5):
         flat.observe(1, 0.02)

@@ -80,6 +80,7 @@ class PassCost:
         rows = np.array([r for r, _ in seen], dtype=np.float64)
         times = np.array([t for _, (t, _) in seen])
         sw = np.sqrt([w for _, (_, w) in seen])
+
         def fit(with_step: bool) -> list[float]:
             cols = [np.ones_like(rows), rows - 1] + ([(rows > 1).astype(np.float64)] if with_step else [])
             return [float(c) for c in np.linalg.lstsq(np.stack(cols, 1) * sw[:, None], times * sw, rcond=None)[0]]

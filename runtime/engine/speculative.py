@@ -23,8 +23,6 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from .request import Req
 
 MAX_N = 4                 # longest n-gram matched
@@ -34,7 +32,7 @@ SHARED_MAX_ENTRIES = 200_000
 SOURCE_DECAY = 0.97       # per verified draft of a source: older outcomes weigh less
 REQUEST_DECAY = 0.7       # per verified draft of a request
 REQUEST_WEIGHT = 3.0      # a source's estimate counts as this many of the request's own draft tokens
-PRIOR_ROW_COST = 0.25     # before two row counts are seen: one more row costs this much of a one-row pass
+PRIOR_ROW_COST = 0.25     # before two row counts are seen: one more row costs this much of a one-row step
 MIN_ROW_COST = 0.02       # a fitted slope is at least this much of a one-row pass (timing noise)
 COST_DECAY = 0.9          # per observed step of a row count: its mean time follows recent steps
 EXPLORE_EVERY = 64        # a source declined this many times in a row gets a one-token draft
@@ -53,12 +51,12 @@ class DraftState:
 
 
 class PassCost:
-    """Seconds of a decode step (no prefill rows) by its rows R: t(R) = t1 + step [R > 1] + per_row (R - 1),
-    fitted by weighted least squares through the mean time of each row count seen (recent steps weigh most).
-    `step` is what going past one row costs beyond a row's own share (verifying and sampling draft rows, which
-    the mask thread does not overlap): measured at batch 1, the first draft row costs about 0.6 of a step and
-    each further one about 0.35. With too few row counts for three terms it fits a line, and before two, takes
-    PRIOR_ROW_COST. `fixed_row_cost` pins per_row / t1 with no step (tests; a machine known in advance)."""
+    """Seconds of a decode step (no prefill rows) as a line in its rows R, t(R) = t1 + per_row (R - 1), fitted by
+    weighted least squares through the mean time of each row count seen (recent steps weigh most); before two
+    row counts are seen, per_row = PRIOR_ROW_COST t1. `fixed_row_cost` pins per_row / t1 instead (tests; a
+    machine known in advance). A third term for a step up from one row to two (the first draft row measured
+    about 0.6 of a step at batch 1, each further one about 0.35) was tried: fitted through jump-forward runs of
+    up to 15 rows it swung to several whole steps and stopped drafts that paid, so the line stays."""
 
     def __init__(self, fixed_row_cost: float | None = None):
         self.fixed = fixed_row_cost
@@ -69,37 +67,31 @@ class PassCost:
         w = COST_DECAY * w + 1.0
         self.mean[rows] = (m + (seconds - m) / w, w)
 
-    def model(self) -> tuple[float, float, float]:
-        """(t1, step, per_row); t1 = 1 when nothing is measured; per_row >= MIN_ROW_COST * t1, step >= 0."""
+    def model(self) -> tuple[float, float]:
+        """(t1, per_row); t1 = 1 when nothing is measured; per_row >= MIN_ROW_COST * t1."""
         seen = list(self.mean.items())   # get_stats reads from another thread
         if self.fixed is not None or len(seen) < 2:
             share = PRIOR_ROW_COST if self.fixed is None else self.fixed
             r0, (t0, _) = seen[0] if seen else (1, (1.0, 0.0))
             t1 = t0 / (1.0 + share * (r0 - 1))      # through the one point seen, with the assumed slope
-            return t1, 0.0, t1 * share
-        rows = np.array([r for r, _ in seen], dtype=np.float64)
-        times = np.array([t for _, (t, _) in seen])
-        sw = np.sqrt([w for _, (_, w) in seen])
-
-        def fit(with_step: bool) -> list[float]:
-            cols = [np.ones_like(rows), rows - 1] + ([(rows > 1).astype(np.float64)] if with_step else [])
-            return [float(c) for c in np.linalg.lstsq(np.stack(cols, 1) * sw[:, None], times * sw, rcond=None)[0]]
-
-        coef = fit(True) if 1 in self.mean and (rows > 1).sum() >= 2 else [0.0, 0.0, -1.0]
-        if coef[2] < 0:                             # too few row counts for a step, or none measured: a line
-            coef = fit(False) + [0.0]
-        t1, per_row, step = max(coef[0], 1e-9), coef[1], coef[2]
-        return t1, step, max(per_row, MIN_ROW_COST * t1)
+            return t1, t1 * share
+        sw = sr = st = srr = srt = 0.0
+        for r, (t, w) in seen:
+            x = r - 1
+            sw, sr, st, srr, srt = sw + w, sr + w * x, st + w * t, srr + w * x * x, srt + w * x * t
+        per_row = (srt - sr * st / sw) / (srr - sr * sr / sw)
+        t1 = max((st - per_row * sr) / sw, 1e-9)
+        return t1, max(per_row, MIN_ROW_COST * t1)
 
     def curve(self):
         """t(R) as a function, for plan_drafts."""
-        t1, step, per_row = self.model()
-        return lambda r: t1 + per_row * (r - 1) + (step if r > 1 else 0.0)
+        t1, per_row = self.model()
+        return lambda r: t1 + per_row * (r - 1)
 
     def row_cost(self) -> float:
-        """(t(2) - t(1)) / t(1): what a first draft row adds, as a share of a one-row step."""
-        t1, step, per_row = self.model()
-        return (step + per_row) / t1
+        """per_row / t1: what one more row adds, as a share of a one-row step."""
+        t1, per_row = self.model()
+        return per_row / t1
 
 
 class Acceptance:
@@ -132,8 +124,8 @@ def plan_drafts(candidates: list[tuple[int, float]], rows: int, cost) -> list[in
     its per-token acceptance chance; `rows`: the pass's rows without drafts (one expected token per request);
     cost(R): a step's time at R rows. Token j of a draft (1-based) adds p^j expected tokens and one row.
     Candidates are taken best next gain first; each takes the run of its next tokens that most raises expected
-    tokens per second, E / t(R), if any does (a run, not a token: the step up from one row to two can make the
-    first draft token a loss and the next few a gain)."""
+    tokens per second, E / t(R), if any does (a run, not a token: where one more row costs more than the next
+    ones, the first draft token can be a loss and the next few a gain)."""
     keep = [0] * len(candidates)
     expected = float(len(candidates))
     heap = [(-p, i, 1) for i, (n, p) in enumerate(candidates) if n > 0 and p > 0.0]

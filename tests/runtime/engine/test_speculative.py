@@ -164,7 +164,7 @@ def test_plan_keeps_tokens_while_they_pay():
     assert plan_drafts([(4, 0.6)] + [(0, 0.0)] * 7, 8, line(6.0, 4.0)) == [0] * 8
 
 
-def test_pass_cost_fits_what_it_sees():
+def test_pass_cost_fits_a_line_through_what_it_sees():
     from sglite.runtime.engine.speculative import PRIOR_ROW_COST, PassCost
 
     c = PassCost()
@@ -173,24 +173,13 @@ def test_pass_cost_fits_what_it_sees():
     assert c.curve()(1) == pytest.approx(0.020) and c.row_cost() == pytest.approx(PRIOR_ROW_COST)
     for _ in range(20):
         for rows in (1, 3, 5):
-            c.observe(rows, 0.012 + 0.008 * rows)              # a line: t1 = 20 ms, 8 ms a row, no step
-    t1, step, per_row = c.model()
-    assert t1 == pytest.approx(0.020, rel=0.02) and per_row == pytest.approx(0.008, rel=0.05) and step < 1e-4
+            c.observe(rows, 0.012 + 0.008 * rows)              # t1 = 20 ms, 8 ms a row
+    t1, per_row = c.model()
+    assert t1 == pytest.approx(0.020, rel=0.02) and per_row == pytest.approx(0.008, rel=0.05)
+    assert c.curve()(4) == pytest.approx(0.044, rel=0.02)
     for _ in range(40):
         c.observe(3, 0.012 + 0.004 * 3)                        # the machine got faster at 3 rows: recent wins
-    assert c.model()[2] < 0.008
-    jump = PassCost()
-    for _ in range(10):
-        for rows in (1, 2, 4, 8):
-            jump.observe(rows, 0.025 + (0.007 if rows > 1 else 0) + 0.01 * (rows - 1))
-    t1, step, per_row = jump.model()
-    assert (t1, step, per_row) == pytest.approx((0.025, 0.007, 0.01), rel=0.02)
-    assert jump.row_cost() == pytest.approx(0.017 / 0.025, rel=0.02)
-    two = PassCost()                                           # two row counts: a line, no step
-    for _ in range(5):
-        two.observe(1, 0.02)
-        two.observe(3, 0.03)
-    assert two.model() == pytest.approx((0.02, 0.0, 0.005))
+    assert c.model()[1] < 0.008
     flat = PassCost()
     for _ in range(5):
         flat.observe(1, 0.02)

@@ -226,30 +226,33 @@ if numba is not None:
     # q, out: [B, Hq, D] float32; k_buf, v_buf: [S, Hkv, D] int32 (float32 bits) or int16 (bf16 bits);
     # lse_max, lse_sum: [B, Hq] float32, each head's score max and sum of exp(score - max) over its columns.
     # Two entry points (distinct names, so numba's on-disk cache keeps both).
-    @numba.njit(fastmath=True, cache=True)
-    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
+    @numba.njit(cache=True)
+    def _scratch(q, k_buf, rows, seq_lens, start):
+        """_plan's chunk counts and jobs, and the chunks' partial results: acc [B, Hk, chunks, G, D], cmax and
+        csum [B, Hk, chunks, G]."""
         B, Hk, D = q.shape[0], k_buf.shape[1], q.shape[2]
         chunks, jobs = _plan(rows, seq_lens, start, Hk)
         acc = np.empty((B, Hk, chunks.max(), q.shape[1] // Hk, D), np.float32)
-        cmax = np.empty(acc.shape[:4], np.float32)
-        csum = np.empty(acc.shape[:4], np.float32)
+        return chunks, jobs, acc, np.empty(acc.shape[:4], np.float32), np.empty(acc.shape[:4], np.float32)
+
+    @numba.njit(fastmath=True, cache=True)
+    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
+        chunks, jobs, acc, cmax, csum = _scratch(q, k_buf, rows, seq_lens, start)
         for j in range(jobs.shape[0]):
             _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc,
                  cmax, csum)
-        for j in range(B * Hk):
+        Hk = k_buf.shape[1]
+        for j in range(q.shape[0] * Hk):
             _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
     def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
-        B, Hk, D = q.shape[0], k_buf.shape[1], q.shape[2]
-        chunks, jobs = _plan(rows, seq_lens, start, Hk)
-        acc = np.empty((B, Hk, chunks.max(), q.shape[1] // Hk, D), np.float32)
-        cmax = np.empty(acc.shape[:4], np.float32)
-        csum = np.empty(acc.shape[:4], np.float32)
+        chunks, jobs, acc, cmax, csum = _scratch(q, k_buf, rows, seq_lens, start)
         for j in numba.prange(jobs.shape[0]):
             _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc,
                  cmax, csum)
-        for j in numba.prange(B * Hk):
+        Hk = k_buf.shape[1]
+        for j in numba.prange(q.shape[0] * Hk):
             _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
 
 

@@ -119,13 +119,13 @@ class TorchAttentionBackend(AttentionBackend):
             meta.decode_table = fb.req_to_token.numpy()
             # a request's rows attend exactly as its one-row decode would: the cascade is chosen by the number of
             # distinct requests, not of rows; the kernel's two entry points return the same bits, so the work
-            # alone decides whether the call is worth numba's threads
-            distinct = len(set(q_req_rows))
-            meta.decode_parallel = (decode_attention_cpu.parallel_worth_it(meta.decode_seq_lens, 0,
+            # (the columns after the cascade's) alone decides whether the call is worth numba's threads
+            if len(set(q_req_rows)) > 1:
+                meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
+            start = 0 if meta.prefix_slots is None else len(meta.prefix_slots)
+            meta.decode_parallel = (decode_attention_cpu.parallel_worth_it(meta.decode_seq_lens, start,
                                                                            self.kv_pool.k_buffer[0].shape[1])
                                     and self._parallel_threads() > 1)
-            if distinct > 1:
-                meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
         elif q_rows:
             seq = torch.tensor(q_seq_lens, device=device)
             L = int(seq.max())

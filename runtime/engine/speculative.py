@@ -14,7 +14,8 @@ one-row pass (on AVX2 Zen 1 about 0.4), where on a memory-bound one it costs lit
 - `Acceptance` estimates, for each candidate, the chance that a draft token is accepted once the ones before it
   were: per draft source (own text or other requests', and the n-gram's length), blended with the request's own
   recent record.
-- `plan_drafts` keeps draft tokens, best expected gain first, while each raises expected tokens per second.
+- `plan_drafts` takes candidates best next gain first, each the run of its next tokens that most raises
+  expected tokens per second.
 Then each kept draft is cut at the first token its grammar forbids. A source that the plan keeps declining is
 retried with one token now and then, so its estimate can recover.
 """
@@ -133,19 +134,19 @@ def plan_drafts(candidates: list[tuple[int, float]], rows: int, cost) -> list[in
     while heap:
         neg_gain, i, j = heapq.heappop(heap)
         n, p = candidates[i]
-        best, best_rate = 0, expected / cost(rows)
+        best, best_rate, best_e = 0, expected / cost(rows), expected
         e, gain = expected, -neg_gain
         for m in range(1, n - j + 2):              # tokens j .. j + m - 1
             e += gain
             gain *= p
             rate = e / cost(rows + m)
             if rate > best_rate:
-                best, best_rate = m, rate
+                best, best_rate, best_e = m, rate, e
         if best == 0:
             continue
         keep[i] = j + best - 1
         rows += best
-        expected += sum(-neg_gain * p ** k for k in range(best))
+        expected = best_e
         if keep[i] < n:
             heapq.heappush(heap, (neg_gain * p ** best, i, keep[i] + 1))
     return keep

@@ -31,11 +31,10 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     for i in ids:
         starts.append(pos)
         pos += len(tb[i])
-    after = matcher.copy()                  # the state once all forced bytes are read
-    if not after.advance_bytes(data):
+    if not matcher.copy().advance_bytes(data):
         return []
     keep = len(ids)
-    while keep > 0 and _crossed(index, data, starts[keep - 1] + len(tb[ids[keep - 1]]), after):
+    while keep > 0 and _crossed(index, data, starts[keep - 1] + len(tb[ids[keep - 1]]), matcher):
         keep -= 1
     keep = max(0, keep - min_backoff)
     out = ids[:keep]
@@ -47,14 +46,14 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     return out
 
 
-def _crossed(index, data: bytes, q: int, after) -> bool:
+def _crossed(index, data: bytes, q: int, matcher) -> bool:
     """Whether some vocabulary token the grammar allows could straddle position q of the forced text: it starts
     before q and either ends inside the forced text after q, or the forced text from its start is a proper
-    prefix of it and the rest of it is a valid continuation (`after`: the matcher past the forced text). A
-    token the grammar rejects there can never be sampled, so it cannot make the model's text drift. If no
-    token can straddle, every tokenization the model could produce has a boundary at q, so committing the
-    tokens up to q cannot drift."""
-    children, ends, tb = index.children, index.ends, index.token_bytes
+    prefix of it and the grammar allows it there (`matcher`: the state before the forced text). A token the
+    grammar rejects there can never be sampled, so it cannot make the model's text drift. If no token can
+    straddle, every tokenization the model could produce has a boundary at q, so committing the tokens up to q
+    cannot drift."""
+    children, ends = index.children, index.ends
     for p in range(max(0, q - index.max_depth), q):
         node = 0
         for i in range(p, len(data)):
@@ -64,18 +63,16 @@ def _crossed(index, data: bytes, q: int, after) -> bool:
             if i + 1 > q and ends[node]:
                 return True
         else:
-            n = len(data) - p
-            if any(after.copy().advance_bytes(tb[t][n:]) for t in _subtree_tokens(index, node)):
+            # the tokens below `node` start with data[p:] and go on past it: since every text from position p
+            # starts with the forced data[p:], the grammar allows such a token at p exactly when its rest is a
+            # valid continuation, so the mask at p (cached per parse state) answers for all of them at once
+            at = matcher.copy()
+            if at.advance_bytes(data[:p]) and at.allowed_mask()[subtree_tokens(index, node)].any():
                 return True
     return False
 
 
-def _subtree_tokens(index, node: int) -> list[int]:
-    """Tokens strictly below trie node `node` (longer than its prefix)."""
-    out: list[int] = []
-    todo = list(index.children[node].values())
-    while todo:
-        n = todo.pop()
-        out.extend(index.ends[n])
-        todo.extend(index.children[n].values())
-    return out
+def subtree_tokens(index, node: int):
+    """int32 ids of the tokens strictly below trie node `node` (longer than its prefix): in preorder, a node's
+    tokens come first, then its subtree's."""
+    return index.by_pre[index.tok_lo[node] + len(index.ends[node]):index.tok_hi[node]]

@@ -41,28 +41,20 @@ class CfgMasks:
     def stack_mask(self, stack: Stack) -> np.ndarray:
         """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached.
         A mask rarely depends on more than the stack's top few entries: it is computed on the stack shortened
-        to those (CfgParser.shorten), cached under that, and shared by every stack with the same top. Where the
-        computation reaches below them (Opaque), it is tried again on twice as many, and so on to the whole
-        stack."""
+        to those (CfgParser.shorten), cached under that, and shared by every stack with the same top, unless
+        the computation reaches below them (Opaque): then on the whole stack."""
         hit = self._masks.get(stack)
         if hit is not None:
             return hit
-        keep = _KEEP + 1
-        while True:
-            short = self.parser.shorten(stack, keep)
-            if short == stack:
-                return self._compute(stack)
-            keep *= 2
-            if short in self._deep:
-                continue
-            hit = self._masks.get(short)
-            if hit is None:
-                try:
-                    hit = self._compute(short)
-                except Opaque:
-                    self._store(self._deep, short, True)
-                    continue
-            return self._store(self._masks, stack, hit)
+        short = self.parser.shorten(stack, _KEEP + 1)
+        if short == stack or short in self._deep:
+            return self._compute(stack)
+        try:
+            hit = self.stack_mask(short)
+        except Opaque:
+            self._store(self._deep, short, True)
+            hit = self._compute(stack)
+        return self._store(self._masks, stack, hit)
 
     def _compute(self, stack: Stack) -> np.ndarray:
         if not stack:

@@ -12,6 +12,7 @@ new token), so a step costs one vector pass per request with DRY on; requests wi
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import numpy as np
@@ -73,6 +74,18 @@ def dry_penalties(lengths: np.ndarray, multiplier: float, base: float, allowed_l
 
 
 def breaker_tokens(token_bytes: Sequence[bytes], breakers: Sequence[str]) -> np.ndarray:
-    """bool [vocab]: tokens whose bytes hold one of the breaker strings."""
+    """bool [vocab]: tokens whose bytes hold one of the breaker strings. One search of each breaker through the
+    whole vocabulary joined by NUL bytes (a match cannot span two tokens: breakers with a NUL in them are
+    searched token by token)."""
     pats = [b.encode("utf-8") for b in breakers]
-    return np.array([any(p in t for p in pats) for t in token_bytes], bool)
+    out = np.zeros(len(token_bytes), bool)
+    lens = np.fromiter((len(t) for t in token_bytes), np.int64, len(token_bytes))
+    starts = np.concatenate([[0], np.cumsum(lens + 1)[:-1]])     # token i's bytes begin at starts[i]
+    data = b"\0".join(token_bytes)
+    for p in pats:
+        if not p or b"\0" in p:
+            out |= np.array([p in t for t in token_bytes], bool)
+            continue
+        at = np.array([m.start() for m in re.finditer(re.escape(p), data)], np.int64)
+        out[np.searchsorted(starts, at, side="right") - 1] = True
+    return out

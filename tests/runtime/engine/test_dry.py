@@ -129,3 +129,14 @@ def _generation_with_dry(e):
     assert batched[0]["output_ids"] == e.generate("other prompt", base)["output_ids"]
     assert _longest_repeat(plain) > 2, "the tiny model must loop for this test to mean anything"
     assert _longest_repeat(first) <= 2
+
+
+def test_breaker_tokens_match_a_search_token_by_token():
+    """The one-pass search over the joined vocabulary finds exactly the tokens that hold a breaker: at a token's
+    start or end, several times in one token, next to or holding a NUL byte, and never across two tokens."""
+    from sglite.runtime.engine.dry import breaker_tokens
+    vocab = [b"a", b"b:", b":c", b"x::y", b"\x00", b"q\x00:", b"ab", b"", b"\n", b"a\nb", b"\xc3\xa9", b"a" * 40]
+    for breakers in (["\n", ":"], ["ab"], ["a"], ["\x00"], [""], ["é", "b:"], ["b\x00"], [], [":c", "x:"],
+                     ["ba"]):   # "ba" only across "a" | "b:"
+        want = [any(p.encode() in t for p in breakers) for t in vocab]
+        assert breaker_tokens(vocab, breakers).tolist() == want, breakers

@@ -67,12 +67,6 @@ def _crossed(index, data: bytes, q: int, matcher) -> bool:
             # starts with the forced data[p:], the grammar allows such a token at p exactly when its rest is a
             # valid continuation, so the mask at p (cached per parse state) answers for all of them at once
             at = matcher.copy()
-            if at.advance_bytes(data[:p]) and at.allowed_mask()[subtree_tokens(index, node)].any():
+            if at.advance_bytes(data[:p]) and at.allowed_mask()[index.tokens_below(node)].any():
                 return True
     return False
-
-
-def subtree_tokens(index, node: int):
-    """int32 ids of the tokens strictly below trie node `node` (longer than its prefix): in preorder, a node's
-    tokens come first, then its subtree's."""
-    return index.by_pre[index.tok_lo[node] + len(index.ends[node]):index.tok_hi[node]]

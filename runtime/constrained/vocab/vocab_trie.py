@@ -65,6 +65,11 @@ class VocabTrie:
         by_first[self.token_first[self.text_tokens], self.text_tokens] = True
         self.first_packed = np.packbits(by_first, axis=1, bitorder="little").view("<i4").astype(np.int32)
 
+    def tokens_below(self, node: int) -> np.ndarray:
+        """int32 ids of the text tokens strictly below trie node `node` (longer than its prefix): in preorder a
+        node's own tokens come first, then its subtree's (`_build_ranges`)."""
+        return self.by_pre[self.tok_lo[node] + len(self.ends[node]):self.tok_hi[node]]
+
     def _build_ranges(self, node_of: np.ndarray) -> None:
         """Preorder token ranges: the tokens below node n (n included) are `by_pre[tok_lo[n]:tok_hi[n]]`."""
         pre = np.zeros(self.num_nodes, np.int64)

@@ -71,10 +71,9 @@ def test_non_string_values_let_the_colon_be_committed(tokenizer, compiler):
     assert tokenizer.decode(jump_forward_tokens(tokenizer, m)) == ',"code":"'   # pattern: a letter comes next
 
 
-def test_subtree_tokens_are_the_tokens_strictly_below_a_trie_node(compiler):
+def test_tokens_below_are_the_tokens_strictly_below_a_trie_node(compiler):
     """The preorder range jump-forward checks against a mask is exactly the tokens a walk of the trie finds below
     a node, the node's own tokens left out."""
-    from sglite.runtime.constrained.parser.jump_forward import subtree_tokens
     index = compiler.index
     rng = random.Random(0)
     nodes = [0, index.children[0][ord('"')], index.children[0][ord(" ")]] + \
@@ -85,4 +84,4 @@ def test_subtree_tokens_are_the_tokens_strictly_below_a_trie_node(compiler):
             n = todo.pop()
             walked.extend(index.ends[n])
             todo.extend(index.children[n].values())
-        assert sorted(subtree_tokens(index, node).tolist()) == sorted(walked), node
+        assert sorted(index.tokens_below(node).tolist()) == sorted(walked), node

@@ -194,9 +194,13 @@ def jump_forward_stats(tok, compiler, files: list[str]) -> dict:
 
 def _worker(name: str, conn) -> None:
     sys.path.insert(0, str(ROOT.parent))
-    from sglite.runtime.tokenizer import load_tokenizer
-    tok = load_tokenizer()
-    engine = ENGINES[name](tok)
+    try:
+        from sglite.runtime.tokenizer import load_tokenizer
+        tok = load_tokenizer()
+        engine = ENGINES[name](tok)
+    except BaseException as e:      # say why to the parent now, rather than let it wait out its timeout
+        conn.send(f"{type(e).__name__}: {e}")
+        return
     conn.send("ready")
     while True:
         path = conn.recv()
@@ -217,8 +221,11 @@ class Runner:
         self.conn, child = ctx.Pipe()
         self.proc = ctx.Process(target=_worker, args=(self.name, child), daemon=True)
         self.proc.start()
-        if not self.conn.poll(300) or self.conn.recv() != "ready":
-            raise RuntimeError(f"{self.name} worker did not start")
+        if not self.conn.poll(300):
+            raise RuntimeError(f"{self.name} worker did not start within 300 s")
+        msg = self.conn.recv()
+        if msg != "ready":
+            raise RuntimeError(f"{self.name} worker did not start: {msg}")
 
     def run(self, path: str) -> dict:
         if self.proc is None or not self.proc.is_alive():

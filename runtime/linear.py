@@ -31,6 +31,10 @@ from sglite.kernels import w4a8_cpu
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4", "w4a16", "w4a8")
 KERNEL_DIGITS = {"w4a16": 2, "w4a8": 1}     # formats on kernels/w4a8_cpu.py: int8 digits per activation
+# the approximate head of a decode pass only ranks candidates (RefinedHead recomputes the top ones in float32), so
+# two activation digits buy it nothing one does not: on a CPU whose integer multiplies limit the kernel, one
+# digit does about half the head's arithmetic (the biggest matrix: 2.0 -> 1.55 ms a batch-1 step on a Zen 1)
+RANKING_FORMAT = {"w4a16": "w4a8"}
 FOUR_BIT_FORMATS = ("int4", *KERNEL_DIGITS)
 INT4_GROUP = 32
 
@@ -45,7 +49,10 @@ class Linear(Protocol):
     out_features: int
     dtype: torch.dtype        # activation dtype in and out
 
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor: ...
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        """x [T, in] -> [T, out]; `out`: a contiguous [T, out_features] tensor of the activation dtype to write
+        into and return (rows are independent, so a caller may hand row slices of one buffer)."""
 
     @property
     def nbytes(self) -> int: ...
@@ -58,8 +65,9 @@ class DenseLinear:
         self.out_features, self.in_features = weight.shape
         self.dtype = weight.dtype
 
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
-        return F.linear(x, self.weight, self.bias)
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        return _into(F.linear(x, self.weight, self.bias), out)
 
     @property
     def nbytes(self) -> int:
@@ -76,9 +84,10 @@ class Int8Linear:
         self.out_features, self.in_features = weight.shape
         self.dtype = torch.bfloat16
 
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
         y = torch._weight_int8pack_mm(x, self.qweight, self.scales)
-        return y if self.bias is None else y + self.bias
+        return _into(y if self.bias is None else y + self.bias, out)
 
     @property
     def nbytes(self) -> int:
@@ -116,9 +125,10 @@ class Int4Linear:
         self.out_features, self.in_features = out_f, in_f
         self.dtype = torch.bfloat16
 
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
         y = torch._weight_int4pack_mm_for_cpu(x, self.packed, self.group, self.scales_zeros)
-        return y if self.bias is None else y + self.bias
+        return _into(y if self.bias is None else y + self.bias, out)
 
     @property
     def nbytes(self) -> int:
@@ -139,19 +149,35 @@ class W4A8Linear:
         self.out_features, self.in_features = q.shape
         self.dtype = torch.bfloat16
 
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
-        # x [T, in] bf16 -> [T, out] bf16; the shapes were checked once, in pack()
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        # x [T, in] bf16 -> [T, out] bf16; the weights' shapes were checked once, in pack(); the kernel writes
+        # rows out_features apart, so a given `out` must be contiguous (checked: a wrong one would be overrun)
         x = x.contiguous()
-        y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
+        if out is None:
+            y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
+        elif out.shape != (x.shape[0], self.out_features) or out.dtype != torch.bfloat16 or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous bfloat16 [{x.shape[0]}, {self.out_features}] tensor, got "
+                             f"{out.dtype} {tuple(out.shape)}")
+        else:
+            y = out
         qw, wd, wm = self._ptrs
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
                                      self.in_features, self.digits, torch.get_num_threads()) != 0:
             raise MemoryError(f"w4a8 kernel: out of memory for {x.shape[0]} rows")
-        return y if self.bias is None else y + self.bias
+        return y if self.bias is None else y.add_(self.bias)
 
     @property
     def nbytes(self) -> int:
         return self.weights.nbytes
+
+
+def _into(y: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """`y`, or `out` holding it (for formats whose op has no output argument)."""
+    if out is None:
+        return y
+    out.copy_(y)
+    return out
 
 
 def four_bit_linear(grid, bias: torch.Tensor | None, fmt: str) -> Linear:
@@ -173,12 +199,17 @@ class SizedLinear:
         self.small, self.large = small, large
         self.in_features, self.out_features, self.dtype = small.in_features, small.out_features, small.dtype
 
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
         if decode_from is None or decode_from >= x.shape[0]:
-            return self.large(x)
+            return self.large(x, out=out)
         if decode_from <= 0:
-            return self.small(x)
-        return torch.cat([self.large(x[:decode_from]), self.small(x[decode_from:])])
+            return self.small(x, out=out)
+        if out is None:
+            return torch.cat([self.large(x[:decode_from]), self.small(x[decode_from:])])
+        self.large(x[:decode_from], out=out[:decode_from])
+        self.small(x[decode_from:], out=out[decode_from:])
+        return out
 
     @property
     def nbytes(self) -> int:
@@ -221,7 +252,8 @@ def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str) -> Linear:
     large = make_linear(weight, None, large_fmt)
     if small_fmt in FOUR_BIT_FORMATS:
         grid = int4_grid(weight, tolerance=float("inf"))
-        small = four_bit_linear(grid, None, small_fmt) if grid is not None else make_linear(weight, None, "int8")
+        small = four_bit_linear(grid, None, RANKING_FORMAT.get(small_fmt, small_fmt)) if grid is not None \
+            else make_linear(weight, None, "int8")
         return RefinedHead(SizedLinear(small, large), weight)
     if small_fmt == large_fmt:
         return RefinedHead(large, weight)

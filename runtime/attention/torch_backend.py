@@ -44,7 +44,10 @@ class TorchAttentionMetadata:
                                                   # (a shared cached prefix), attended by one cascade GEMM
     decode_parallel: bool | None = None           # the paged kernel on numba's threads (the same bits either way)
     decode_out: tuple | None = None               # the kernel's output arrays, made by the first layer and reused
-                                                  # by the next ones (each layer's output is consumed before them)
+                                                  # by the next ones (each layer's output is consumed before them),
+                                                  # then the output as a tensor view
+    decode_q: tuple | None = None                 # (q, q.numpy()): the last query tensor and its view (the fused
+                                                  # pass hands every layer the same q)
 
 
 MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not worth a cascade GEMM
@@ -148,22 +151,18 @@ class TorchAttentionBackend(AttentionBackend):
         return (self._k_bits[layer_id], self._v_bits[layer_id]) if self.paged_decode is not None else None
 
     def attend(self, q, layer_id, fb, scale):
-        """forward() once K/V of the new tokens are in the pool (a fused CPU layer writes them itself)."""
+        """forward() once K/V of the new tokens are in the pool (a fused CPU layer writes them itself). The pool's
+        layer views are made only where a path reads them: on a short context two tensor views cost more than
+        the paged kernel's arithmetic."""
+        m: TorchAttentionMetadata = fb.attn_metadata
+        if m.decode_rows is not None and len(m.extends) == 0:
+            return self._decode(q, m, scale, layer_id)                 # pure decode: rows are [T] in order
         pool = self.kv_pool
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
-        m: TorchAttentionMetadata = fb.attn_metadata
-        if m.decode_slots is not None:
-            # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison
-            # the row, and padding writes may have left anything there
-            k_buf[0] = 0
-            v_buf[0] = 0
-        T, Hq, D = q.shape
-        gqa = Hq != k_buf.shape[1]
-        if m.decode_rows is not None and len(m.extends) == 0:
-            return self._decode(q, k_buf, v_buf, m, scale, gqa, layer_id)          # pure decode: rows are [T] in order
         out = torch.empty_like(q)
         if m.decode_rows is not None:
-            out[m.decode_rows] = self._decode(q[m.decode_rows], k_buf, v_buf, m, scale, gqa, layer_id)
+            out[m.decode_rows] = self._decode(q[m.decode_rows], m, scale, layer_id)
+        gqa = q.shape[1] != k_buf.shape[1]
         for run in m.extends:
             qs = q[run.start:run.start + run.length].to(k_buf.dtype).transpose(0, 1)[None]  # [1, Hq, E, D]
             keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
@@ -173,25 +172,37 @@ class TorchAttentionBackend(AttentionBackend):
             out[run.start:run.start + run.length] = o[0].transpose(0, 1)
         return out
 
-    def _decode(self, q, k_buf, v_buf, m: TorchAttentionMetadata, scale: float, gqa: bool,
-                layer_id: int) -> torch.Tensor:
+    def _decode(self, q, m: TorchAttentionMetadata, scale: float, layer_id: int) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
             if m.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
-                # the common case without a cascade: straight to the kernel, into the pass's arrays
-                if m.decode_out is None:
-                    B, Hq = q.shape[:2]
-                    m.decode_out = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32),
-                                    np.empty((B, Hq), np.float32))
-                return torch.from_numpy(decode_attention_cpu.decode_attention_into(
-                    q.numpy(), self._k_bits[layer_id], self._v_bits[layer_id], m.decode_table, m.decode_req_rows,
-                    m.decode_seq_lens, scale, m.decode_out, m.decode_parallel))
-            return self.paged_decode(q, k_buf, v_buf, self._k_bits[layer_id], self._v_bits[layer_id],
-                                     m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots,
-                                     m.decode_parallel)
+                return self._decode_into(q, layer_id, m, scale)
+            return self.paged_decode(q, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
+                                     self._k_bits[layer_id], self._v_bits[layer_id], m.decode_table,
+                                     m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots, m.decode_parallel)
+        k_buf, v_buf = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]  # [S, Hkv, D]
+        # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the row,
+        # and padding writes may have left anything there
+        k_buf[0] = 0
+        v_buf[0] = 0
         shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
         keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
         values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)
         o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=m.decode_mask, scale=scale,
-                                           enable_gqa=gqa)
+                                           enable_gqa=q.shape[1] != k_buf.shape[1])
         return o[:, :, 0, :]
+
+    def _decode_into(self, q: torch.Tensor, layer_id: int, m: TorchAttentionMetadata, scale: float) -> torch.Tensor:
+        """The paged kernel without a cascade, q [Bd, Hq, D] float32 contiguous (one query per request) ->
+        [Bd, Hq, D], into the pass's arrays (made by the first layer; the output tensor is a view of them,
+        overwritten by the next layer, which runs after this one's output is consumed)."""
+        if m.decode_q is None or m.decode_q[0] is not q:
+            m.decode_q = (q, q.numpy())     # a view: later writes into q (the fused pass's next layer) show
+        if m.decode_out is None:
+            B, Hq = q.shape[:2]
+            arrays = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32))
+            m.decode_out = (arrays, torch.from_numpy(arrays[0]))
+        decode_attention_cpu.decode_attention_into(m.decode_q[1], self._k_bits[layer_id], self._v_bits[layer_id],
+                                                   m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale,
+                                                   m.decode_out[0], m.decode_parallel)
+        return m.decode_out[1]

@@ -42,6 +42,23 @@ def test_rope_store_is_the_eager_rotary_bit_for_bit(T, Hq, Hk, D):
     assert k[0].abs().sum() == 0                       # nothing written outside the given slots
 
 
+@pytest.mark.parametrize("scale", [1.0, 10.0, 200.0])
+def test_silu_mul_is_the_eager_ops_bit_for_bit(scale):
+    """Our exp (a polynomial) against torch's silu then mul, gates from near 0 to far past exp's overflow
+    (|g| > 88.7: silu -> -0 below, g above); rows before `lo` are left as they were."""
+    g = torch.Generator().manual_seed(int(scale))
+    T, F = 33, 1536
+    gu = (torch.randn(T, 2 * F, generator=g) * scale).to(torch.bfloat16)
+    gu[0, :4] = torch.tensor([-88.5, 88.5, -89.0, 0.0])
+    out, ref = torch.full((T, F), 7.0, dtype=torch.bfloat16), torch.full((T, F), 7.0, dtype=torch.bfloat16)
+    ops.silu_mul_ref(gu, ref)
+    assert ops.silu_mul(gu, out) is out
+    assert torch.equal(out.view(torch.int16), ref.view(torch.int16))
+    part = torch.full((T, F), 7.0, dtype=torch.bfloat16)
+    ops.silu_mul(gu, part, lo=5)
+    assert (part[:5] == 7.0).all() and torch.equal(part[5:].view(torch.int16), ref[5:].view(torch.int16))
+
+
 def test_fused_model_pass_matches_eager_and_rows_do_not_depend_on_the_batch():
     """A bf16 tiny model: the fused pass (prefill, then decode steps of 1 and of 3 requests) agrees with the
     eager ops to bf16 rounding, and a request's logits are the same alone and beside others."""

@@ -98,3 +98,26 @@ def test_w4a16_linear_in_a_model_format():
     x = torch.randn(3, 64).bfloat16()
     assert torch.equal(layer(x), k.w4a8_linear(x, layer.weights, 2))
     assert isinstance(make_linear((q * 0.01 - 0.08)[:40], None, "w4a16"), Int8Linear)   # 40 rows: not % 16
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "int8", "int4", "w4a16", "w4a16+int4"])
+def test_linears_write_into_a_given_output_as_they_return_one(fmt):
+    """`out=`: the same bits as without it, written into the buffer (also in row slices of one, as a mixed
+    prefill/decode pass of SizedLinear does); the kernel refuses an output it would overrun."""
+    from sglite.runtime.linear import SizedLinear, make_linear, make_sized_linear
+
+    q = torch.randint(0, 16, (48, 64), generator=torch.Generator().manual_seed(1))
+    q[:, 0::32], q[:, 1::32] = 0, 15
+    w, bias = q * 0.01 - 0.08, torch.randn(48)
+    small, _, large = fmt.partition("+")
+    layer = make_sized_linear(w, bias, small, large or small)
+    x = torch.randn(5, 64).bfloat16()
+    for split in ([None, 0, 2, 5] if isinstance(layer, SizedLinear) else [None]):
+        want = layer(x, split)
+        out = torch.full((5, 48), 3.0, dtype=torch.bfloat16)
+        assert layer(x, split, out=out) is out and torch.equal(out, want)
+    if fmt == "w4a16":
+        with pytest.raises(ValueError, match="contiguous bfloat16"):
+            layer(x, out=torch.empty(48, 5, dtype=torch.bfloat16).t())
+        with pytest.raises(ValueError, match="contiguous bfloat16"):
+            layer(x, out=torch.empty(4, 48, dtype=torch.bfloat16))

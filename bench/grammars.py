@@ -4,7 +4,8 @@ installed), same run, same strings.
 
 Per grammar: compile time (the frontend and everything up to the first mask's caches; the token index is built
 once before and shared, as in a server); then every case string is fed token by token, the mask computed
-before each token (timed) and the token checked against it; a valid string passes if EOS is allowed at its
+before each token (timed; as packed int32 words, the form the engine fills before a step and llguidance's
+compute_bitmask returns) and the token checked against it; a valid string passes if EOS is allowed at its
 end, an invalid one if it is rejected somewhere. The strings are fed twice: `cold` is the first pass (every
 parse state new), `warm` the second (masks cached per parse state, as in a server that has seen such text).
 Times are per-thread CPU time (`time.thread_time_ns()`); the machine is shared, so treat them as +-30%.
@@ -30,24 +31,28 @@ class Sglite:
     name = "sglite"
 
     def __init__(self, tok):
+        import torch
         from sglite.runtime.constrained import GrammarCompiler
         self.compiler = GrammarCompiler(tok)
+        self.bitmask = torch.zeros((1, (tok.vocab_size + 31) // 32), dtype=torch.int32)
+        self.words = self.bitmask.numpy()[0]     # a view: what fill_bitmask writes
 
     def compile(self, text: str, syntax: str):
         from sglite.runtime.constrained.cfg import CfgGrammar, gbnf_to_ir, lark_to_ir
         ir = lark_to_ir(text) if syntax == "lark" else gbnf_to_ir(text)
         g = CfgGrammar(syntax, text, self.compiler.index, ir)   # uncached: a new grammar every time
-        g.matcher().allowed_mask()
+        self.mask(g.matcher())
         return g
 
     def start(self, g):
         return g.matcher()
 
     def mask(self, m) -> np.ndarray:
-        return m.allowed_mask()
+        m.fill_bitmask(self.bitmask, 0)      # what the engine computes before a step: the packed words
+        return self.words
 
     def allowed(self, mask, t: int) -> bool:
-        return bool(mask[t])
+        return bool((int(mask[t >> 5]) >> (t & 31)) & 1)
 
     def advance(self, m, t: int) -> bool:
         return m.advance(t)

@@ -34,7 +34,6 @@ class CfgMasks:
         self._zeros = np.zeros(self.words, np.int32)
         self._masks: dict[Stack, np.ndarray] = {}
         self._below: dict[tuple, np.ndarray] = {}       # (stack below a lexeme, trie node) -> packed mask
-        self._first: dict[Stack, np.ndarray] = {}       # stack below -> bool [256] bytes that can follow
         self._deep: dict[Stack, bool] = {}              # shortened stacks whose mask needs what they left out
         self._lock = threading.Lock()
 
@@ -82,7 +81,7 @@ class CfgMasks:
         if not len(cls.leave_ids):
             return
         below = stack[:-1]
-        follow = None
+        verdict: dict[bytes, bool] = {}     # rest -> accepted after the lexeme (rests repeat: '",')
         tb, depth = self.index.token_bytes, self.index.depth
         for m, toks in self.index.leave_points(dfa, s, node):
             if len(toks) > _FEW:
@@ -90,16 +89,12 @@ class CfgMasks:
                 # token below m that the stacks after it accept from m on is allowed, leaving at m or not
                 extra.append(self._tokens_below(below, m))
                 continue
-            if follow is None:
-                follow = self._follow_bytes(below)
-                succ = self.parser.complete(below)
-                verdict: dict[bytes, bool] = {}     # rest -> accepted after the lexeme (rests repeat: '",')
             cut = depth[m]
             for tok in toks.tolist():
                 rest = tb[tok][cut:]
                 ok = verdict.get(rest)
                 if ok is None:
-                    ok = verdict[rest] = bool(follow[rest[0]] and self.parser.run(succ, rest))
+                    ok = verdict[rest] = bool(self.parser.run_after(below, rest))
                 if ok:
                     mask[tok] = True
 
@@ -115,16 +110,6 @@ class CfgMasks:
                 if succ:      # a lexeme at its start: it reads the next byte (lexemes are never empty)
                     self._lexeme_tokens(succ, node, mask, extra)
             hit = self._store(self._below, key, _pack(mask, self.words, extra))
-        return hit
-
-    def _follow_bytes(self, below: Stack) -> np.ndarray:
-        """bool [256]: the bytes that can follow a lexeme ending on `below`. Cached."""
-        hit = self._first.get(below)
-        if hit is None:
-            hit = np.zeros(256, bool)
-            for succ in self.parser.complete(below):
-                hit[list(self.parser.next_bytes(succ))] = True
-            hit = self._store(self._first, below, hit)
         return hit
 
     def _store(self, cache: dict, key, value):

@@ -68,6 +68,7 @@ class CfgParser:
         self._complete: dict[Stack, tuple[Stack, ...]] = {}
         self._accepting: dict[Stack, bool] = {}
         self._next: dict[Stack, frozenset] = {}
+        self._enter: dict[tuple[Stack, int], tuple[Stack, ...]] = {}
         self._lock = threading.Lock()
         start = nid[ir.start]
         self.initial: tuple[Stack, ...] = self.after_call(start)
@@ -158,13 +159,33 @@ class CfgParser:
         if ns >= 0:
             out[st[:-1] + (-1 - self.term_base[t] - ns,)] = None
         if self.acc[t][s]:
-            for succ in self.complete(st[:-1]):
-                if succ:
-                    code = -1 - succ[-1]
-                    t2 = self.lex_term[code]
-                    ns = self.rows[t2][self.lex_state[code]][b]
-                    if ns >= 0:
-                        out[succ[:-1] + (-1 - self.term_base[t2] - ns,)] = None
+            for succ in self.enter(st[:-1], b):
+                out[succ] = None
+
+    def run_after(self, below: Stack, data: bytes) -> list[Stack]:
+        """The stacks after a lexeme ends on `below` and non-empty `data` is read (empty: rejected). Pure."""
+        first = self.enter(below, data[0])
+        return self.run(first, data[1:]) if first else []
+
+    def enter(self, below: Stack, b: int) -> tuple[Stack, ...]:
+        """The stacks after a lexeme ends on `below` and the next one reads byte `b`, its first. Cached: every
+        stack that ends a lexeme on `below` steps through here (the stacks `complete` gives are many where many
+        lexemes may come next, a grammar's keywords; few of them read a given byte)."""
+        hit = self._enter.get((below, b))
+        if hit is None:
+            hit = self._store(self._enter, (below, b), self._enter_uncached(below, b))
+        return hit
+
+    def _enter_uncached(self, below: Stack, b: int) -> tuple[Stack, ...]:
+        out = []
+        for succ in self.complete(below):
+            if succ:
+                code = -1 - succ[-1]
+                t = self.lex_term[code]
+                ns = self.rows[t][self.lex_state[code]][b]
+                if ns >= 0:
+                    out.append(succ[:-1] + (-1 - self.term_base[t] - ns,))
+        return tuple(out)
 
     def accepting(self, stack: Stack) -> bool:
         """Whether the input may end here: the start rule is complete, or the top lexeme may end and complete it."""

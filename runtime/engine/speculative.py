@@ -2,7 +2,7 @@
 
 An extraction copies much of its output from its input. Before a step, each decoding request looks up a
 candidate draft of up to K tokens: the tokens that followed the most recent earlier occurrence of its last n
-tokens (n = 4 down to 2), in its own prompt and output, then in the outputs of recently finished requests (the
+tokens (n = 4 down to 1), in its own prompt and output, then in the outputs of recently finished requests (the
 same job's other documents). The next forward pass computes the pending tokens plus the draft in one extend,
 and the StepProcessor accepts draft tokens while each equals the token sampled at the position before it (the
 ordinary sampler, one draw per emitted token: greedy and seeded outputs are identical with drafting on or off,
@@ -27,7 +27,9 @@ from dataclasses import dataclass, field
 from .request import Req
 
 MAX_N = 4                 # longest n-gram matched
-MIN_N = 2                 # shortest (1-grams draft noise)
+MIN_N = 1                 # shortest: a 1-gram's draft is often noise, but the plan weighs each n-gram length's
+                          # record apart and declines one that does not pay (on the main job, AVX-512 Zen 4,
+                          # 20 reports at batch 1: 2.30 -> 2.54 sampled tokens a pass, 1.31x -> 1.37x)
 SHARED_MAX_ENTRIES = 200_000
 
 SOURCE_DECAY = 0.97       # per verified draft of a source: older outcomes weigh less

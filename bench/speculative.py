@@ -9,7 +9,7 @@ and whether the outputs are identical with speculation on and off (greedy: they 
 turns for --rounds rounds (a fresh engine each), and each time is the median of its rounds: on a shared
 machine, a burst of other work during one side's only run decided the ratio.
 
-    python bench/speculative.py [--rounds 3] [--limit-b1 8] [--limit 20] [--draft-tokens 6] [--threads N]
+    python bench/speculative.py [--rounds 3] [--limit-b1 20] [--limit 20] [--draft-tokens 6] [--threads N]
                                 [--weights auto]
 """
 from __future__ import annotations
@@ -73,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3, help="turns each side takes; times are medians")
     ap.add_argument("--limit", type=int, default=20, help="reports in the batch job")
-    ap.add_argument("--limit-b1", type=int, default=8, help="reports run one at a time")
+    ap.add_argument("--limit-b1", type=int, default=20,
+                    help="reports run one at a time (default: all of the main job's)")
     ap.add_argument("--draft-tokens", type=int, default=6)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--weights", default="auto")

@@ -14,12 +14,11 @@ import threading
 
 import numpy as np
 
-from ..parser.stack_masks import pack_mask
 from ..vocab.token_index import TokenIndex
 from .cfg_parser import CfgParser, Opaque, Stack
 
 _CACHE_LIMIT = 8_192
-_DENSE = 4_096       # inside tokens past this many are OR-ed in as a cached packed mask
+_FEW_INSIDE = 32     # inside tokens past this many are OR-ed in as a cached packed mask (TokenIndex.packed_inside)
 _FEW = 16            # tokens leaving at one trie node up to this many are checked one by one
 _KEEP = 1            # stack entries below the top lexeme a mask is first computed from (see stack_mask)
 
@@ -58,26 +57,26 @@ class CfgMasks:
     def _compute(self, stack: Stack) -> np.ndarray:
         if not stack:
             return self._zeros
-        mask = np.zeros(self.vocab_size, bool)
+        ones: list[int] = []
         extra: list[np.ndarray] = []
-        self._lexeme_tokens(stack, 0, mask, extra)
+        self._lexeme_tokens(stack, 0, ones, extra)
         t, s = self.parser.lex(stack)
         if self.parser.acc[t][s]:
             # the lexeme may end right here: every token allowed after it is allowed now
             extra.extend(self.stack_mask(succ) for succ in self.parser.complete(stack[:-1]) if succ)
-        return self._store(self._masks, stack, _pack(mask, self.words, extra))
+        return self._store(self._masks, stack, _pack(ones, self.words, extra))
 
-    def _lexeme_tokens(self, stack: Stack, node: int, mask: np.ndarray, extra: list) -> None:
-        """Set in `mask` (or add to `extra`, packed) the tokens below trie node `node` (its prefix already read
-        into `stack`) that the top lexeme reads at least one more byte of: wholly, or leaving it part-way with
-        a rest that the stacks after the lexeme accept."""
+    def _lexeme_tokens(self, stack: Stack, node: int, ones: list[int], extra: list) -> None:
+        """Append to `ones` (or to `extra`, as packed masks) the tokens below trie node `node` (its prefix already
+        read into `stack`) that the top lexeme reads at least one more byte of: wholly, or leaving it part-way
+        with a rest that the stacks after the lexeme accept."""
         t, s = self.parser.lex(stack)
         dfa = self.parser.dfas[t]
         cls = self.index.classify(dfa, s, node)
-        if len(cls.inside) > _DENSE:
-            extra.append(self.index.packed_inside(dfa, s, node))
+        if len(cls.inside) > _FEW_INSIDE:
+            extra.append(self.index.packed_inside(dfa, s, node))     # cached, shared with every grammar
         else:
-            mask[cls.inside] = True
+            ones.extend(cls.inside.tolist())
         if not len(cls.leave_ids):
             return
         below = stack[:-1]
@@ -96,7 +95,7 @@ class CfgMasks:
                 if ok is None:
                     ok = verdict[rest] = bool(self.parser.run_after(below, rest))
                 if ok:
-                    mask[tok] = True
+                    ones.append(tok)
 
     def _tokens_below(self, below: Stack, node: int) -> np.ndarray:
         """Packed mask of the tokens below trie node `node` (whose prefix ended a lexeme on `below`) that the
@@ -104,12 +103,12 @@ class CfgMasks:
         key = (below, node)
         hit = self._below.get(key)
         if hit is None:
-            mask = np.zeros(self.vocab_size, bool)
+            ones: list[int] = []
             extra: list[np.ndarray] = []
             for succ in self.parser.complete(below):
                 if succ:      # a lexeme at its start: it reads the next byte (lexemes are never empty)
-                    self._lexeme_tokens(succ, node, mask, extra)
-            hit = self._store(self._below, key, _pack(mask, self.words, extra))
+                    self._lexeme_tokens(succ, node, ones, extra)
+            hit = self._store(self._below, key, _pack(ones, self.words, extra))
         return hit
 
     def _store(self, cache: dict, key, value):
@@ -120,9 +119,17 @@ class CfgMasks:
         return value
 
 
-def _pack(mask: np.ndarray, words: int, extra: list[np.ndarray]) -> np.ndarray:
-    """bool [vocab] -> int32 [words] (bit j of word w = token 32*w+j), OR-ed with the packed masks in `extra`."""
-    out = pack_mask(mask, words)
-    for e in extra:
-        out |= e
+def _pack(ones: list[int], words: int, extra: list[np.ndarray]) -> np.ndarray:
+    """A new packed int32 [words] mask (bit j of word w = token 32*w+j): the tokens in `ones` OR-ed with the packed
+    masks in `extra` (a mask is built from these two without a bool [vocab] array: filling one and packing it cost
+    more than the rest of a small stack's mask)."""
+    if extra:
+        out = extra[0] | extra[1] if len(extra) > 1 else extra[0].copy()
+        for e in extra[2:]:
+            out |= e
+    else:
+        out = np.zeros(words, np.int32)
+    if ones:
+        idx = np.array(ones, np.int64)
+        np.bitwise_or.at(out.view(np.uint32), idx >> 5, np.left_shift(np.uint32(1), (idx & 31).astype(np.uint32)))
     return out

@@ -174,7 +174,7 @@ class StructuralTagGrammar:
         hit = self._masks.get(stack)
         if hit is not None:
             return hit
-        mask = np.zeros(self.vocab_size, bool)
+        ones: list[int] = []
         extra: list[np.ndarray] = []
         phase = stack[0]
         if phase == "T":
@@ -184,13 +184,13 @@ class StructuralTagGrammar:
             for q, b in self._enter:        # tokens whose first byte completes a trigger
                 if q == stack[1]:
                     leaving.update(np.flatnonzero(self.index.token_first == b).tolist())
-            self._check(stack, leaving, mask)
+            self._check(stack, leaving, ones)
         elif phase == "J":
             i, s = stack[1], stack[2]
             extra.append(self.bodies[i].stack_mask(s))
             if self.bodies[i].accepting(s):
                 extra.append(self.stack_mask(("E", i, 0)))
-            self._check(stack, self._closers(i), mask)
+            self._check(stack, self._closers(i), ones)
         else:
             lit = self.begins[stack[1]] if phase == "B" else self.ends[stack[1]]
             node, children, ends = 0, self.index.children, self.index.ends
@@ -198,23 +198,23 @@ class StructuralTagGrammar:
                 node = children[node].get(b)
                 if node is None:
                     break
-                mask[list(ends[node])] = True
+                ones.extend(ends[node])
             else:       # tokens that run past the literal's end
-                self._check(stack, _below(self.index, node), mask)
-        packed = _pack(mask, self.words, extra)
+                self._check(stack, _below(self.index, node), ones)
+        packed = _pack(ones, self.words, extra)
         with self._lock:
             if len(self._masks) > _CACHE_LIMIT:
                 self._masks.clear()
             self._masks[stack] = packed
         return packed
 
-    def _check(self, stack: tuple, tokens, mask: np.ndarray) -> None:
-        """Set in `mask` those of `tokens` the parser accepts from `stack`."""
+    def _check(self, stack: tuple, tokens, ones: list[int]) -> None:
+        """Append to `ones` those of `tokens` the parser accepts from `stack`."""
         tb = self.index.token_bytes
         first = self.next_bytes(stack)
         for t in tokens:
             if self.index.is_text[t] and tb[t][0] in first and self.run((stack,), tb[t]):
-                mask[t] = True
+                ones.append(t)
 
     def _closers(self, i: int) -> list[int]:
         """Tokens that may close structure i's JSON value part-way and start its end: those holding the end's

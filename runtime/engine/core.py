@@ -132,8 +132,14 @@ class EngineCore:
         return self.scheduler.has_work()
 
     def flush_cache(self) -> bool:
-        """Empties the prefix cache. False (nothing done) while requests are running or queued."""
-        return not self.scheduler.has_work() and self.kv.flush()
+        """Empties the prefix cache, and the drafter's memory of finished requests' outputs (text the cache held:
+        drafts from it after a flush would copy what the cache no longer has). False (nothing done) while
+        requests are running or queued."""
+        if self.scheduler.has_work() or not self.kv.flush():
+            return False
+        if self.drafter is not None:
+            self.drafter.forget_outputs()
+        return True
 
     # --- the step --------------------------------------------------------------------------------------------
     def step(self) -> list[StreamChunk]:

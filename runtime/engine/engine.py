@@ -77,7 +77,8 @@ class Engine:
         return results[0] if single and len(results) == 1 else results
 
     def flush_cache(self) -> bool:
-        """Empties the prefix cache. False (nothing done) while requests are running or queued."""
+        """Empties the prefix cache (and, with speculative decoding, the drafts remembered from finished
+        requests). False (nothing done) while requests are running or queued."""
         return self._loop.call(self.core.flush_cache, wait=True)
 
     def get_stats(self) -> dict[str, Any]:

@@ -229,12 +229,17 @@ class NgramDrafter:
         self.accepted += accepted
         self.acceptance.update(req.draft_state, proposed, accepted)
 
+    def forget_outputs(self) -> None:
+        """Drops the finished requests' outputs (the engine's cache was flushed); what was learned of costs and
+        acceptance stays."""
+        for table in self.shared.values():
+            table.clear()
+
     def on_finished(self, req: Req) -> None:
         """Remembers req's output for other requests' drafts."""
         out = req.output_ids
         if sum(len(t) for t in self.shared.values()) > SHARED_MAX_ENTRIES:
-            for table in self.shared.values():
-                table.clear()
+            self.forget_outputs()
         for p in range(MIN_N, len(out)):
             for n in range(MIN_N, min(MAX_N, p) + 1):
                 self.shared[n][tuple(out[p - n:p])] = tuple(out[p:p + self.max_draft])

@@ -240,3 +240,16 @@ def test_real_model_extraction_identical_with_speculation(real_model):
         passes_on = sum(o["meta_info"]["decode_passes"] for o in outs["ngram"])
         passes_off = sum(o["meta_info"]["decode_passes"] for o in outs[None])
         assert passes_on < passes_off
+
+
+def test_flush_cache_forgets_finished_outputs(make_engine):
+    """Drafts copy finished requests' outputs only while the cache that held them is kept: after flush_cache a
+    request drafts as the first one did (same passes, same accepted tokens), not from the output it repeats."""
+    e = make_engine(**SPEC, speculative_num_draft_tokens=6)
+    p = PROMPTS[2]
+    first, second = (e.generate(input_ids=p, sampling_params=GREEDY)["meta_info"] for _ in range(2))
+    assert second["spec_accepted_tokens"] > first["spec_accepted_tokens"] + 10     # it copied the first's output
+    assert e.flush_cache()
+    third = e.generate(input_ids=p, sampling_params=GREEDY)["meta_info"]
+    assert (third["decode_passes"], third["spec_accepted_tokens"]) == \
+        (first["decode_passes"], first["spec_accepted_tokens"])

@@ -39,6 +39,8 @@ class Engine:
         self.pool_tokens = self.core.pool_tokens
         self.grammar = self.core.grammar
         self._loop = EngineLoop(self.core, threaded=cfg.background)
+        if cfg.background:      # an engine with its own threads builds the grammar compiler beside its loop
+            self.grammar.warm_up()
         self._closing = False
 
     # --- the protocol API ------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ jump-forward tokens.
 The automata themselves live in sglite.runtime.constrained."""
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -15,6 +16,7 @@ from ..constrained.ir.generation_caps import GenerationCaps
 from .request import Req
 
 GENERATION_CAPS = GenerationCaps()   # the documented defaults: 512 chars per string, 128 items, depth 12
+log = logging.getLogger("sglite.runtime")
 
 
 class GrammarBackend:
@@ -33,6 +35,20 @@ class GrammarBackend:
                 if self._compiler is None:
                     self._compiler = GrammarCompiler(self.tokenizer)
         return self._compiler
+
+    def warm_up(self) -> threading.Thread:
+        """Builds the compiler on a background thread, so that the first constrained request finds its token
+        index built or under way (about a second of CPU on a 49k vocabulary: the main job's engine sat idle that
+        long between the shared prefix's prefill and the reports' first masks). A failure here is left to the
+        first request that needs the compiler, which raises it."""
+        def build() -> None:
+            try:
+                self._get_compiler()
+            except Exception as e:      # noqa: BLE001 - reported where a request needs the compiler
+                log.debug("grammar compiler warm-up failed: %s", e)
+        t = threading.Thread(target=build, name="sglite-grammar-warm-up", daemon=True)
+        t.start()
+        return t
 
     def compile(self, params: SamplingParams) -> Any | None:
         """The compiled grammar for params (None if unconstrained). Raises RequestError(param=the constraint's

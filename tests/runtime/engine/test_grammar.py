@@ -148,3 +148,20 @@ def test_concurrent_first_callers_build_one_compiler_and_one_grammar(monkeypatch
         t.join()
     assert built["compilers"] == 1
     assert len({id(g) for g in results}) == 1 and len(results) == 8
+
+
+def test_an_engine_with_threads_builds_its_grammar_compiler_before_any_constrained_request(make_engine):
+    """The token index takes about a second on a real vocabulary: an engine that runs its own loop thread builds
+    it beside the loop from the start, so the first constrained request does not wait for all of it; an engine
+    without threads (background=False) starts none."""
+    import time
+
+    e = make_engine()
+    deadline = time.monotonic() + 60
+    while e.grammar._compiler is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert e.grammar._compiler is not None
+    quiet = make_engine(background=False)
+    time.sleep(0.2)
+    assert quiet.grammar._compiler is None
+    assert quiet.generate("Q:", {"max_new_tokens": 4, "regex": "[0-9]{4}", "temperature": 0})["text"].isdigit()

@@ -36,7 +36,7 @@ class GrammarBackend:
                     self._compiler = GrammarCompiler(self.tokenizer)
         return self._compiler
 
-    def warm_up(self) -> threading.Thread:
+    def warm_up(self) -> None:
         """Builds the compiler on a background thread, so that the first constrained request finds its token
         index built or under way (about a second of CPU on a 49k vocabulary: the main job's engine sat idle that
         long between the shared prefix's prefill and the reports' first masks). A failure here is left to the
@@ -46,9 +46,7 @@ class GrammarBackend:
                 self._get_compiler()
             except Exception as e:      # noqa: BLE001 - reported where a request needs the compiler
                 log.debug("grammar compiler warm-up failed: %s", e)
-        t = threading.Thread(target=build, name="sglite-grammar-warm-up", daemon=True)
-        t.start()
-        return t
+        threading.Thread(target=build, name="sglite-grammar-warm-up", daemon=True).start()
 
     def compile(self, params: SamplingParams) -> Any | None:
         """The compiled grammar for params (None if unconstrained). Raises RequestError(param=the constraint's

@@ -20,23 +20,25 @@ Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
-import os
-import subprocess
-import tempfile
-import threading
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
+from .native import NativeLibrary
+
 log = logging.getLogger("sglite.kernels")
 
-_SOURCE = Path(__file__).with_name("w4a8_cpu.c")
-_FLAGS = ["-O3", "-fopenmp", "-fPIC", "-shared", "-std=c11"]
-_lock = threading.Lock()
-_state: dict[str, object] = {}        # "lib": the loaded library or None, "why": why not
+
+def _declare(lib: ctypes.CDLL) -> None:
+    lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+    lib.w4a8_gemm.restype = ctypes.c_int
+    lib.w4a8_isa.restype = ctypes.c_char_p
+
+
+_NATIVE = NativeLibrary(Path(__file__).with_name("w4a8_cpu.c"), _declare)
+_state: dict[str, object] = {}        # "call": gemm_call()'s function
 
 
 class W4A8Weights(NamedTuple):
@@ -57,74 +59,19 @@ def fits(out_features: int, in_features: int) -> bool:
     return in_features % 32 == 0 and out_features % 16 == 0
 
 
-def _cpu_flags_line() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return line
-    except OSError:
-        pass
-    return ""
-
-
-def _compiler_version(cc: str) -> str:
-    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
-    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else ""
-
-
 def _build(march: str = "native") -> ctypes.CDLL:
-    """Compile (or find in the cache) and load the kernel for `-march=<march>` ("native": this CPU's best; the
-    tests also build "x86-64", the portable path); raises OSError/RuntimeError saying what failed."""
-    flags = [*_FLAGS, f"-march={march}"]
-    cc = os.environ.get("CC") or "cc"
-    try:
-        version = _compiler_version(cc)
-    except (OSError, subprocess.SubprocessError) as e:
-        raise RuntimeError(f"no C compiler ({cc}): {e}") from None
-    src = _SOURCE.read_bytes()
-    key = hashlib.sha256(b"\0".join([src, version.encode(), " ".join(flags).encode(),
-                                     _cpu_flags_line().encode()])).hexdigest()[:16]
-    cache = Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "kernels"
-    lib_path = cache / f"w4a8_cpu-{key}.so"
-    if not lib_path.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
-        os.close(fd)
-        try:
-            out = subprocess.run([cc, *flags, "-o", tmp, str(_SOURCE), "-lm"], capture_output=True, text=True,
-                                 timeout=300)
-            if out.returncode != 0:
-                raise RuntimeError(f"{cc} failed on {_SOURCE.name}: {out.stderr.strip()[-2000:]}")
-            os.replace(tmp, lib_path)       # atomic: other processes see the whole library or none
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    # torch is loaded first (imported above), so the kernel's libgomp resolves to torch's: one OpenMP runtime
-    lib = ctypes.CDLL(str(lib_path))
-    lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
-    lib.w4a8_gemm.restype = ctypes.c_int
-    lib.w4a8_isa.restype = ctypes.c_char_p
-    lib.build_id = key
-    return lib
+    """A fresh build of the kernel for `-march=<march>` ("native", or "x86-64": the portable path the tests also
+    check); raises OSError/RuntimeError saying what failed."""
+    return _NATIVE.build(march)
 
 
 def library() -> ctypes.CDLL | None:
     """The loaded kernel library, built on first call; None when it cannot be (see unavailable_reason())."""
-    if "lib" not in _state:
-        with _lock:
-            if "lib" not in _state:
-                if os.environ.get("SGLITE_NATIVE_KERNELS", "1") == "0":
-                    _state["why"] = "SGLITE_NATIVE_KERNELS=0"
-                    _state["lib"] = None
-                else:
-                    try:
-                        _state["lib"] = _build()
-                        log.info("w4a8 kernel: %s", _state["lib"].w4a8_isa().decode())
-                    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
-                        _state["why"] = str(e)
-                        _state["lib"] = None
-                        log.warning("w4a8 kernel unavailable: %s", e)
-    return _state["lib"]  # type: ignore[return-value]
+    first = not _NATIVE._done
+    lib = _NATIVE.load()
+    if first and lib is not None:
+        log.info("w4a8 kernel: %s", lib.w4a8_isa().decode())
+    return lib
 
 
 def available() -> bool:
@@ -132,7 +79,7 @@ def available() -> bool:
 
 
 def unavailable_reason() -> str | None:
-    return None if available() else str(_state.get("why"))
+    return None if available() else str(_NATIVE.why)
 
 
 def isa() -> str | None:

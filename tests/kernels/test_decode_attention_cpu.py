@@ -1,4 +1,5 @@
-"""The CPU paged decode kernel (numba) against the torch reference, over GQA ratios, page layouts and dtypes."""
+"""The CPU paged decode kernels (C where it builds, numba) against the torch reference, over GQA ratios, page
+layouts, head dims and dtypes; every test runs on each kernel."""
 import os
 import threading
 
@@ -6,19 +7,53 @@ import numpy as np
 import pytest
 import torch
 
+from sglite.kernels import decode_attention_cpu as dac
 from sglite.kernels.decode_attention import decode_attention_torch
 from sglite.kernels.decode_attention_cpu import (CHUNK, PARALLEL_MIN_WORK, cache_bits, decode_attention_arrays,
                                                 decode_attention_cpu)
 
 
+@pytest.fixture(autouse=True, params=["native", "numba"])
+def kernel(request, monkeypatch):
+    """Runs the test on the C kernel (skipped where it cannot be built) or on the numba one."""
+    if request.param == "native":
+        if dac.native_kernel() is None:
+            pytest.skip(f"the C attention kernel is unavailable here: {dac._NATIVE.why}")
+    else:
+        monkeypatch.setattr(dac, "_native_kernel", [None])
+    return request.param
+
+
+def test_the_c_kernel_builds_where_a_compiler_is(kernel):
+    """Where the C matmul kernel builds (a compiler is there), so must the attention one: a silent fallback to
+    numba would cost a third of a decode step on a long context."""
+    from sglite.kernels import w4a8_cpu
+    if not w4a8_cpu.available():
+        pytest.skip(f"no native kernels here: {w4a8_cpu.unavailable_reason()}")
+    assert dac._NATIVE.load() is not None, dac._NATIVE.why
+
+
 @pytest.mark.parametrize("page_size", [0, 1, 16])
-@pytest.mark.parametrize("Hq,Hkv,D", [(2, 2, 16), (6, 2, 24), (9, 3, 64)])
+@pytest.mark.parametrize("Hq,Hkv,D", [(2, 2, 16), (6, 2, 24), (9, 3, 64), (4, 1, 128)])
 def test_matches_reference(paged, Hq, Hkv, D, page_size):
+    """D 24 is not a multiple of 16: the C kernel's caller falls back to numba there."""
     k_cache, v_cache, table, rows, seq = paged([1, 17, 70], Hkv, D, page_size, seed=Hq + page_size)
     q = torch.randn(3, Hq, D)
     ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, D ** -0.5)
     out = decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, D ** -0.5)
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)   # slot 0 holds NaN: never read
+
+
+@pytest.mark.parametrize("Hkv,D", [(1, 32), (3, 48), (2, 64), (1, 80)])
+def test_bfloat16_head_dims_match_reference(paged, Hkv, D):
+    """bfloat16 pools: the C kernel widens head dims that are multiples of 32 in even/odd order (32, 64), others
+    (48, 80) in place."""
+    k_cache, v_cache, table, rows, seq = paged([3, 40, 300], Hkv, D, page_size=16, dtype=torch.bfloat16, seed=D)
+    q = torch.randn(3, 3 * Hkv, D)          # float32 queries over the bfloat16 pool, as the runtime calls it
+    ref = decode_attention_torch(q, k_cache.float(), v_cache.float(), table, rows, seq, D ** -0.5)
+    out = decode_attention_arrays(q.numpy(), cache_bits(k_cache), cache_bits(v_cache), table.numpy(), rows.numpy(),
+                                  seq.numpy(), D ** -0.5)[0]
+    torch.testing.assert_close(torch.from_numpy(out), ref, atol=2e-5, rtol=1e-4)
 
 
 def test_bfloat16_cache_and_out_argument(paged):
@@ -64,7 +99,9 @@ def test_a_row_is_the_same_bits_whatever_shares_the_call(dtype):
             assert np.array_equal(a[i], b[0]), i
 
 
-def test_exp_is_close_to_numpy():
+def test_exp_is_close_to_numpy(kernel):
+    if kernel != "numba":
+        pytest.skip("the numba kernel's exp (the C one's is checked through the reference comparisons)")
     import numba
 
     from sglite.kernels.decode_attention_cpu import _exp_neg

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from sglite.kernels import w4a8_cpu as k
+from sglite.kernels.native import cpu_flags_line
 
 pytestmark = pytest.mark.skipif(not k.available(), reason=f"w4a8 kernel unavailable: {k.unavailable_reason()}")
 
@@ -26,7 +27,7 @@ def lib(request):
     lib = k._build(request.param)
     wanted = {"haswell": "avx2", "x86-64": "scalar"}[request.param]
     assert lib.w4a8_isa().decode() == wanted
-    if wanted == "avx2" and "avx2" not in k._cpu_flags_line().split():
+    if wanted == "avx2" and "avx2" not in cpu_flags_line().split():
         pytest.skip("this CPU has no AVX2")
     return lib
 

@@ -1,0 +1,106 @@
+"""C kernels compiled on the machine they run on: `build(source, march)` compiles a C file next to this one with the
+system C compiler (`$CC`, else `cc`), `-O3 -fopenmp -march=<march>` and the source's own extra flags, caches the
+shared library in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `kernels/`, keyed by the source, the compiler, the
+flags and the CPU's flags, and loads it with ctypes. `SGLITE_NATIVE_KERNELS=0` turns every native kernel off.
+
+Each kernel module (w4a8_cpu.py, decode_attention_cpu.py) keeps one `NativeLibrary`: built at first use, on one
+thread, with the reason kept when it cannot be (no compiler, a failed compile), so callers fall back and say why.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import threading
+from pathlib import Path
+from typing import Callable
+
+log = logging.getLogger("sglite.kernels")
+
+FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=c11")
+
+
+def cpu_flags_line() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return line
+    except OSError:
+        pass
+    return ""
+
+
+def _compiler_version(cc: str) -> str:
+    out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else ""
+
+
+def build(source: Path, march: str = "native", extra_flags: tuple[str, ...] = ()) -> ctypes.CDLL:
+    """Compile (or find in the cache) and load `source` for `-march=<march>` ("native": this CPU's best; tests
+    also build "x86-64", the portable path). The library's `build_id` attribute is its cache key. Raises
+    OSError/RuntimeError saying what failed."""
+    flags = [*FLAGS, *extra_flags, f"-march={march}"]
+    cc = os.environ.get("CC") or "cc"
+    try:
+        version = _compiler_version(cc)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise RuntimeError(f"no C compiler ({cc}): {e}") from None
+    src = source.read_bytes()
+    key = hashlib.sha256(b"\0".join([src, version.encode(), " ".join(flags).encode(),
+                                     cpu_flags_line().encode()])).hexdigest()[:16]
+    cache = Path(os.environ.get("SGLITE_CACHE") or Path.home() / ".cache" / "sglite") / "kernels"
+    lib_path = cache / f"{source.stem}-{key}.so"
+    if not lib_path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
+        os.close(fd)
+        try:
+            out = subprocess.run([cc, *flags, "-o", tmp, str(source), "-lm"], capture_output=True, text=True,
+                                 timeout=300)
+            if out.returncode != 0:
+                raise RuntimeError(f"{cc} failed on {source.name}: {out.stderr.strip()[-2000:]}")
+            os.replace(tmp, lib_path)       # atomic: other processes see the whole library or none
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    # torch is loaded first (the kernel modules import it), so the library's libgomp resolves to torch's: one
+    # OpenMP runtime
+    lib = ctypes.CDLL(str(lib_path))
+    lib.build_id = key
+    return lib
+
+
+class NativeLibrary:
+    """One C kernel's library, built on first use (thread-safe); `load()` is None when it cannot be, and
+    `why` then says why. `declare(lib)` sets the functions' ctypes signatures."""
+
+    def __init__(self, source: Path, declare: Callable[[ctypes.CDLL], None], extra_flags: tuple[str, ...] = ()):
+        self.source, self.declare, self.extra_flags = source, declare, extra_flags
+        self._lock = threading.Lock()
+        self._lib: ctypes.CDLL | None = None
+        self._done = False
+        self.why: str | None = None
+
+    def build(self, march: str = "native") -> ctypes.CDLL:
+        """A fresh build for `march` (uncached in this object; raises as native.build does)."""
+        lib = build(self.source, march, self.extra_flags)
+        self.declare(lib)
+        return lib
+
+    def load(self) -> ctypes.CDLL | None:
+        if not self._done:
+            with self._lock:
+                if not self._done:
+                    if os.environ.get("SGLITE_NATIVE_KERNELS", "1") == "0":
+                        self.why = "SGLITE_NATIVE_KERNELS=0"
+                    else:
+                        try:
+                            self._lib = self.build()
+                        except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+                            self.why = str(e)
+                            log.warning("%s kernel unavailable: %s", self.source.stem, e)
+                    self._done = True
+        return self._lib

@@ -304,6 +304,18 @@ if numba is not None:
             _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
 
 
+def warm_up() -> None:
+    """Builds (or loads) the C kernel and compiles its numba caller with one call on a tiny input, so that a
+    runtime's first decode step does not pay for either."""
+    native = native_kernel()
+    if native is not None:
+        q = np.zeros((1, 1, 16), np.float32)
+        bits = np.zeros((1, 1, 16), np.int16)
+        arrays = (np.empty_like(q), np.empty((1, 1), np.float32), np.empty((1, 1), np.float32))
+        native(q, bits, bits, np.zeros((1, 1), np.int32), np.zeros(1, np.int64), np.ones(1, np.int64),
+               np.int64(0), np.float32(1.0), *arrays, np.int32(1))
+
+
 def parallel_worth_it(seq_lens: np.ndarray, start: int, kv_heads: int) -> bool:
     """Whether a call over these rows has enough work for numba's threads (the answer is the same bits
     either way)."""

@@ -68,6 +68,7 @@ class TorchAttentionBackend(AttentionBackend):
             # numpy views of every layer's buffers, made once: the kernel reads the pool in place
             self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
+            decode_attention_cpu.warm_up()
 
     def _parallel_threads(self) -> int:
         """The threads the kernel's parallel entry point gets on this thread: torch's count here (matched once

@@ -27,6 +27,7 @@ class CfgGrammar:
         for dfa in self.parser.dfas:
             dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
         self.masks = CfgMasks(self.parser, index)
+        self.masks.classify_roots()
         self.initial: tuple[Stack, ...] = self.parser.initial
         self.nodes = ()        # no JSON nodes (GrammarMatcher reads them only under generation caps)
         self.vocab_size = index.vocab_size

@@ -375,22 +375,31 @@ def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray,
 def shared_prefix_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                             prefix_slots: torch.Tensor, scale: float) -> tuple[torch.Tensor, ...]:
     """Cascade part one: every request's query over the same `prefix_slots` [P] (a cached prefix they all
-    share), as two GEMMs per KV head with each K/V row read once, instead of once per request.
-    q: [B, Hq, D]. Returns float32 (out [B, Hq, D] normalised, score max [B, Hq], sum of exp [B, Hq])."""
+    share), each K/V row read once for all of them: per KV head, the B * G queries of its group against the P
+    keys, by torch's CPU flash-attention kernel (which returns each query's log-sum-exp), or by two GEMMs where
+    torch lacks it. The flash kernel's tiled exp runs ~1.8x faster than the GEMMs' eager softmax (B 20, P 700: 257
+    against 461 us a layer). q: [B, Hq, D]. Returns float32 (out [B, Hq, D] normalised, score max [B, Hq], sum of
+    exp [B, Hq]), as merge_attention takes them (with the flash kernel: the log-sum-exp, and ones)."""
     B, Hq, D = q.shape
     Hk = k_cache.shape[1]
     G = Hq // Hk
-    keys = k_cache.index_select(0, prefix_slots).float().permute(1, 2, 0)           # [Hk, D, P]
+    keys = k_cache.index_select(0, prefix_slots).float().transpose(0, 1)            # [Hk, P, D]
     values = v_cache.index_select(0, prefix_slots).float().transpose(0, 1)          # [Hk, P, D]
     qh = q.float().view(B, Hk, G, D).transpose(0, 1).reshape(Hk, B * G, D)          # [Hk, B*G, D]
-    scores = torch.matmul(qh, keys) * scale                                         # [Hk, B*G, P]
+
+    def per_request(t: torch.Tensor) -> torch.Tensor:                              # [Hk, B*G, X] -> [B, Hq, X]
+        return t.reshape(Hk, B, G, -1).transpose(0, 1).reshape(B, Hq, -1)
+
+    flash = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    if flash is not None:
+        out, lse = flash(qh[None], keys[None].contiguous(), values[None].contiguous(), 0.0, False, scale=scale)[:2]
+        lse = per_request(lse[0][..., None])[..., 0]                                 # [B, Hq]
+        return per_request(out[0]), lse, torch.ones_like(lse)
+    scores = torch.matmul(qh, keys.transpose(1, 2)) * scale                        # [Hk, B*G, P]
     m = scores.amax(-1, keepdim=True)
     e = torch.exp(scores - m)
     total = e.sum(-1, keepdim=True)
     out = torch.matmul(e, values) / total                                           # [Hk, B*G, D]
-
-    def per_request(t: torch.Tensor) -> torch.Tensor:                              # [Hk, B*G, X] -> [B, Hq, X]
-        return t.view(Hk, B, G, -1).transpose(0, 1).reshape(B, Hq, -1)
     return per_request(out), per_request(m)[..., 0], per_request(total)[..., 0]
 
 

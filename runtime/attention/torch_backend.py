@@ -51,6 +51,10 @@ class TorchAttentionMetadata:
 
 
 MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not worth a cascade GEMM
+# decode requests from which a shared prefix goes through the cascade: with the C kernel, reading the prefix once
+# per request (from the CPU's cache after the first) beat the cascade's flash call up to ~25 requests (P 650,
+# 900 columns each: 20 requests 708 vs 821 us a layer, 32 requests 1155 vs 980); the numba kernel loses at 2
+CASCADE_MIN_REQUESTS = {"native": 24, "numba": 2}
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -69,6 +73,8 @@ class TorchAttentionBackend(AttentionBackend):
             self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
             decode_attention_cpu.warm_up()
+        native = paged_decode and decode_attention_cpu.native_kernel() is not None
+        self.cascade_min_requests = CASCADE_MIN_REQUESTS["native" if native else "numba"]
 
     def _parallel_threads(self) -> int:
         """The threads the kernel's parallel entry point gets on this thread: torch's count here (matched once
@@ -124,7 +130,7 @@ class TorchAttentionBackend(AttentionBackend):
             # a request's rows attend exactly as its one-row decode would: the cascade is chosen by the number of
             # distinct requests, not of rows; the kernel's two entry points return the same bits, so the work
             # (the columns after the cascade's) alone decides whether the call is worth numba's threads
-            if len(set(q_req_rows)) > 1:
+            if len(set(q_req_rows)) >= max(2, self.cascade_min_requests):
                 meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
             start = 0 if meta.prefix_slots is None else len(meta.prefix_slots)
             meta.decode_parallel = (decode_attention_cpu.parallel_worth_it(meta.decode_seq_lens, start,

@@ -177,9 +177,13 @@ def test_bad_inputs_are_named():
         decode_attention_cpu(torch.zeros(1, 3, 16), k, k, table, torch.tensor([0]), torch.tensor([1]), 1.0)
 
 
+@pytest.mark.parametrize("prefix_path", ["flash", "gemm"])
 @pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-5), (torch.bfloat16, 2e-2)])
-def test_shared_prefix_cascade_matches_reference(dtype, atol):
-    """Requests sharing their first P slots (a cached prefix): prefix by GEMM, suffixes by the kernel, merged."""
+def test_shared_prefix_cascade_matches_reference(dtype, atol, prefix_path, monkeypatch):
+    """Requests sharing their first P slots (a cached prefix): prefix by torch's CPU flash kernel (or the GEMMs
+    where torch lacks it), suffixes by the kernel, merged."""
+    if prefix_path == "gemm":
+        monkeypatch.setattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None, raising=False)
     g = torch.Generator().manual_seed(3)
     B, Hk, G, D, P = 5, 3, 3, 64, 40
     k_cache = torch.randn(400, Hk, D, generator=g).to(dtype)

@@ -205,3 +205,41 @@ def test_shared_prefix_cascade_matches_reference(dtype, atol, prefix_path, monke
     torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=1e-2)
     with pytest.raises(ValueError, match="below every seq_len"):
         decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.125, shared_prefix=41)
+
+
+@pytest.mark.parametrize("march", ["haswell", "x86-64"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_c_kernel_builds_for_other_cpus_match_reference(kernel, march, dtype):
+    """The C kernel as an AVX2 machine (haswell: two 256-bit registers per vector of 16) and a plain x86-64 one
+    (SSE2) build it, against the reference, and a row's bits alone and beside its draft rows; a build this CPU
+    cannot run is skipped."""
+    if kernel != "native":
+        pytest.skip("builds the C kernel itself")
+    from sglite.kernels.native import cpu_flags_line
+    if march == "haswell" and "avx2" not in cpu_flags_line().split():
+        pytest.skip("this CPU has no AVX2")
+    lib = dac._NATIVE.build(march)
+    g = torch.Generator().manual_seed(7)
+    S, Hk, D, Hq = 2048, 3, 64, 9
+    k_cache = torch.randn(S, Hk, D, generator=g).to(dtype)
+    v_cache = torch.randn(S, Hk, D, generator=g).to(dtype)
+    table = torch.randperm(S, generator=g).to(torch.int32).view(4, -1).contiguous()
+    rows = torch.tensor([0, 0, 0, 2, 3])
+    seq = torch.tensor([300, 301, 302, 17, 512])
+    q = torch.randn(5, Hq, D, generator=g).to(dtype).float()      # bf16-exact queries, as the runtime's
+
+    def call(idx):
+        qq = q[idx].contiguous().numpy()
+        out = (np.empty_like(qq), np.empty(qq.shape[:2], np.float32), np.empty(qq.shape[:2], np.float32))
+        r, s = rows[idx].numpy().copy(), seq[idx].numpy().copy()
+        kb, vb, tb = cache_bits(k_cache), cache_bits(v_cache), table.numpy()
+        assert lib.attn_decode(qq.ctypes.data, kb.ctypes.data, vb.ctypes.data, kb.itemsize, tb.ctypes.data,
+                               tb.shape[1], r.ctypes.data, s.ctypes.data, len(r), Hq, Hk, D, 0, 0.125,
+                               out[0].ctypes.data, out[1].ctypes.data, out[2].ctypes.data, 2) == 0
+        return out[0]
+
+    together = call(list(range(5)))
+    ref = decode_attention_torch(q, k_cache.float(), v_cache.float(), table, rows, seq, 0.125)
+    torch.testing.assert_close(torch.from_numpy(together), ref, atol=2e-5, rtol=1e-4)
+    for i in range(5):
+        assert np.array_equal(call([i])[0], together[i]), i

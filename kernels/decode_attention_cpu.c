@@ -114,6 +114,27 @@ static inline __attribute__((always_inline)) vf qk16(const float *restrict q, co
     return reduce16(a);
 }
 
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+#include <immintrin.h>
+#define BF16_DOT 1
+/* scores (unscaled) of the bfloat16 query qb [D] against 16 bfloat16 keys krow[j] [D], D % 32 == 0: the same
+ * 16-lane partial sums and reduction tree as qk16, each lane's products taken two at a time by one AVX-512 BF16
+ * dot-product instruction straight from the pool (exact products, float32 sums), so the keys need no widening */
+static inline vf qk16_bf16(const uint16_t *restrict qb, const uint16_t *const *krow, int D) {
+    vf a[16];
+    for (int j = 0; j < 16; j++) {
+        __m512 acc = _mm512_setzero_ps();
+        for (int c = 0; c < D; c += 32)
+            acc = _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(qb + c),
+                                   (__m512bh)_mm512_loadu_si512(krow[j] + c));
+        memcpy(&a[j], &acc, sizeof acc);
+    }
+    return reduce16(a);
+}
+#else
+#define BF16_DOT 0
+#endif
+
 /* acc [D] += sum_j p[j] * value j for j < n, value j at vfb + j * ldv, in j order per lane */
 static inline __attribute__((always_inline)) void pv(float *restrict acc, const float *restrict p, int n,
                                                       const float *restrict vfb, int ldv, int D) {
@@ -179,22 +200,47 @@ static void widen_rows(const Call *c, const char *buf, int64_t row, int64_t lo, 
  * each), the scaled queries, their scores */
 #define WORK_FLOATS(W, D, nq) ((size_t)16 * (W) + (size_t)(nq) * ((D) + CHUNK))
 
-/* Query vector i: qs + i * D (scaled), of KV head kh[i], over n[i] columns of the chunk from `lo`: scores into sc
- * [nq][CHUNK], then their exps, the values weighted into acc[i] [D], the max and sum into cmax[i], csum[i]. One
- * block of 16 slots (keys, then values) at a time is widened to float32 for all the vectors. */
+/* Query vector i: qs + i * D (scaled, widened order), of KV head kh[i], over n[i] columns of the chunk from `lo`:
+ * scores into sc [nq][CHUNK], then their exps, the values weighted into acc[i] [D], the max and sum into cmax[i],
+ * csum[i]. One block of 16 slots (keys, then values) at a time is widened to float32 for all the vectors. A vector
+ * with bf[i] set (a bfloat16 pool, and its query exactly bfloat16, as the runtime's are) instead holds the query's
+ * bfloat16 bits in natural order at qs + i * D and takes its scores from qk16_bf16, the keys read in place. */
 static inline __attribute__((always_inline)) void attend_chunk(const Call *c, int64_t row, int64_t lo, int nk,
                                                                  int nq, const float *qs, const int *kh,
-                                                                 const int *n, float *sc, float *blk,
-                                                                 float *const *acc, float *const *cmax,
-                                                                 float *const *csum, int D) {
+                                                                 const int *n, const int *bf, float *sc,
+                                                                 float *blk, float *const *acc,
+                                                                 float *const *cmax, float *const *csum, int D) {
     const vi lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
     const int W = c->Hk * D, blocks = (nk + 15) / 16;
+    int widen_keys = 0;
+    for (int i = 0; i < nq; i++)
+        widen_keys |= !bf[i];
 #define BLOCK_ROWS(b) (nk - 16 * (b) < 16 ? nk - 16 * (b) : 16)
     for (int b = 0; b < blocks; b++) {
-        widen_rows(c, c->k, row, lo + 16 * b, BLOCK_ROWS(b), 16, blk);
-        for (int i = 0; i < nq; i++)
-            if (n[i] > 16 * b)
-                vstore(sc + (size_t)i * CHUNK + 16 * b, qk16(qs + (size_t)i * D, blk + kh[i] * D, W, D));
+        if (widen_keys)
+            widen_rows(c, c->k, row, lo + 16 * b, BLOCK_ROWS(b), 16, blk);
+#if BF16_DOT
+        static const uint16_t zeros[MAX_D] = {0};
+        const uint16_t *keys[16];
+        const int32_t *slots = c->table + row * c->ld + lo + 16 * b;
+        for (int j = 0; j < 16; j++)
+            keys[j] = j < BLOCK_ROWS(b) ? (const uint16_t *)c->k + (size_t)slots[j] * W : zeros;
+#endif
+        for (int i = 0; i < nq; i++) {
+            if (n[i] <= 16 * b)
+                continue;
+#if BF16_DOT
+            if (bf[i]) {
+                const uint16_t *kk[16];
+                for (int j = 0; j < 16; j++)
+                    kk[j] = keys[j] == zeros ? zeros : keys[j] + kh[i] * D;
+                vstore(sc + (size_t)i * CHUNK + 16 * b,
+                       qk16_bf16((const uint16_t *)(qs + (size_t)i * D), kk, D) * vsplat(c->scale));
+                continue;
+            }
+#endif
+            vstore(sc + (size_t)i * CHUNK + 16 * b, qk16(qs + (size_t)i * D, blk + kh[i] * D, W, D));
+        }
     }
     for (int i = 0; i < nq; i++) {
         float *s = sc + (size_t)i * CHUNK;
@@ -243,7 +289,7 @@ static void run_job(const Call *c, int64_t b0, int64_t b1, int64_t chunk, float 
     hi = hi < lo + CHUNK ? hi : lo + CHUNK;
     const int cap = (int)(b1 - b0) * c->Hq;
     float *blk = work, *qs = blk + (size_t)16 * c->Hk * D, *sc = qs + (size_t)cap * D;
-    int n[cap], kh[cap];
+    int n[cap], kh[cap], bf[cap];
     float *acc[cap], *cmax[cap], *csum[cap];
     int nq = 0;
     for (int64_t b = b0; b < b1; b++) {
@@ -252,9 +298,24 @@ static void run_job(const Call *c, int64_t b0, int64_t b1, int64_t chunk, float 
             continue;
         for (int h = 0; h < c->Hq; h++, nq++) {
             const float *qrow = c->q + ((size_t)b * c->Hq + h) * D;
-            const int perm = permuted(c);
-            for (int d = 0; d < D; d++)
-                qs[(size_t)nq * D + widened_at(d, perm)] = qrow[d] * c->scale;
+            bf[nq] = BF16_DOT && c->elem == 2 && D % 32 == 0;
+            for (int d = 0; d < D && bf[nq]; d++) {
+                uint32_t u;
+                memcpy(&u, qrow + d, 4);
+                bf[nq] = (u & 0xFFFFu) == 0;
+            }
+            if (bf[nq]) {
+                uint16_t *qb = (uint16_t *)(qs + (size_t)nq * D);
+                for (int d = 0; d < D; d++) {
+                    uint32_t u;
+                    memcpy(&u, qrow + d, 4);
+                    qb[d] = (uint16_t)(u >> 16);
+                }
+            } else {
+                const int perm = permuted(c);
+                for (int d = 0; d < D; d++)
+                    qs[(size_t)nq * D + widened_at(d, perm)] = qrow[d] * c->scale;
+            }
             const size_t part = (((size_t)b * c->Hk + h / G) * c->max_chunks + chunk) * G + h % G;
             n[nq] = (int)(end - lo);
             kh[nq] = h / G;
@@ -265,11 +326,11 @@ static void run_job(const Call *c, int64_t b0, int64_t b1, int64_t chunk, float 
     }
     const int nk = (int)(hi - lo);
     if (D == 64)
-        attend_chunk(c, row, lo, nk, nq, qs, kh, n, sc, blk, acc, cmax, csum, 64);
+        attend_chunk(c, row, lo, nk, nq, qs, kh, n, bf, sc, blk, acc, cmax, csum, 64);
     else if (D == 128)
-        attend_chunk(c, row, lo, nk, nq, qs, kh, n, sc, blk, acc, cmax, csum, 128);
+        attend_chunk(c, row, lo, nk, nq, qs, kh, n, bf, sc, blk, acc, cmax, csum, 128);
     else
-        attend_chunk(c, row, lo, nk, nq, qs, kh, n, sc, blk, acc, cmax, csum, D);
+        attend_chunk(c, row, lo, nk, nq, qs, kh, n, bf, sc, blk, acc, cmax, csum, D);
 }
 
 /* entry b, KV head kh: its chunks merged in order into out, lse_max, lse_sum */

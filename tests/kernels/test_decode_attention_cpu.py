@@ -44,12 +44,16 @@ def test_matches_reference(paged, Hq, Hkv, D, page_size):
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)   # slot 0 holds NaN: never read
 
 
-@pytest.mark.parametrize("Hkv,D", [(1, 32), (3, 48), (2, 64), (1, 80)])
-def test_bfloat16_head_dims_match_reference(paged, Hkv, D):
-    """bfloat16 pools: the C kernel widens head dims that are multiples of 32 in even/odd order (32, 64), others
-    (48, 80) in place."""
+@pytest.mark.parametrize("q_bf16", [True, False])
+@pytest.mark.parametrize("Hkv,D", [(1, 32), (3, 48), (2, 64), (1, 80), (1, 128)])
+def test_bfloat16_head_dims_match_reference(paged, Hkv, D, q_bf16):
+    """bfloat16 pools: the C kernel widens head dims that are multiples of 32 in even/odd order (32, 64, 128),
+    others (48, 80) in place; queries that are exactly bfloat16 (the runtime's) take AVX-512 BF16 dot products
+    where the CPU has them, others float32 ones."""
     k_cache, v_cache, table, rows, seq = paged([3, 40, 300], Hkv, D, page_size=16, dtype=torch.bfloat16, seed=D)
     q = torch.randn(3, 3 * Hkv, D)          # float32 queries over the bfloat16 pool, as the runtime calls it
+    if q_bf16:
+        q = q.bfloat16().float()
     ref = decode_attention_torch(q, k_cache.float(), v_cache.float(), table, rows, seq, D ** -0.5)
     out = decode_attention_arrays(q.numpy(), cache_bits(k_cache), cache_bits(v_cache), table.numpy(), rows.numpy(),
                                   seq.numpy(), D ** -0.5)[0]
@@ -78,11 +82,13 @@ def test_long_rows_split_into_chunks_match_reference(paged, dtype, atol):
     torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=1e-2)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, "bf16 queries"])
 def test_a_row_is_the_same_bits_whatever_shares_the_call(dtype):
     """A request's draft rows (its own row repeated with seq_len + 1, + 2, ...), other requests' rows, or none:
     each row's result is the bits it has alone, so greedy outputs do not depend on drafts or batch."""
     torch.manual_seed(1)
+    q_bf16 = dtype == "bf16 queries"                  # the runtime's: bfloat16 pool, queries exactly bfloat16
+    dtype = torch.bfloat16 if q_bf16 else dtype
     S, Hk, D, Hq = 4096, 3, 64, 9
     k_bits = cache_bits(torch.randn(S, Hk, D).to(dtype))
     v_bits = cache_bits(torch.randn(S, Hk, D).to(dtype))
@@ -90,7 +96,8 @@ def test_a_row_is_the_same_bits_whatever_shares_the_call(dtype):
     base = [CHUNK - 2, 700, 31]                       # draft rows of the first cross a chunk boundary
     rows = np.array([0, 0, 0, 0, 1, 2], dtype=np.int64)
     seq = np.array([base[0], base[0] + 1, base[0] + 2, base[0] + 3, base[1], base[2]], dtype=np.int64)
-    q = torch.randn(len(rows), Hq, D).numpy()
+    q = torch.randn(len(rows), Hq, D)
+    q = (q.bfloat16().float() if q_bf16 else q).numpy()
     together = decode_attention_arrays(q, k_bits, v_bits, table, rows, seq, 0.125)
     for i in range(len(rows)):
         alone = decode_attention_arrays(q[i:i + 1].copy(), k_bits, v_bits, table, rows[i:i + 1], seq[i:i + 1],

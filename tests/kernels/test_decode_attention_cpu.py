@@ -250,3 +250,17 @@ def test_c_kernel_builds_for_other_cpus_match_reference(kernel, march, dtype):
     torch.testing.assert_close(torch.from_numpy(together), ref, atol=2e-5, rtol=1e-4)
     for i in range(5):
         assert np.array_equal(call([i])[0], together[i]), i
+
+
+def test_int32_indices_and_a_sliced_table_are_taken(paged):
+    """The C kernel reads int64 rows and lengths and a contiguous int32 table: other index dtypes and a table
+    that is a column slice are converted, not misread."""
+    k_cache, v_cache, table, rows, seq = paged([5, 40, 90], 3, 64, page_size=16, seed=11)
+    wide = torch.zeros(table.shape[0], table.shape[1] + 7, dtype=torch.int32)
+    wide[:, :table.shape[1]] = table
+    sliced = wide[:, :table.shape[1]]
+    assert not sliced.is_contiguous()
+    q = torch.randn(3, 9, 64)
+    ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 0.125)
+    out = decode_attention_cpu(q, k_cache, v_cache, sliced, rows.to(torch.int32), seq.to(torch.int32), 0.125)
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)

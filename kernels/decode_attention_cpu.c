@@ -31,6 +31,8 @@
 
 #define CHUNK 256      /* columns per job (as the numba kernel) */
 #define MAX_D 256      /* head dims up to this, multiples of 16 */
+#define MAX_RUN 64     /* entries in one run at most: a longer run of one request is split (a row's result does
+                        * not depend on its run), which bounds a job's stack arrays and balances the threads */
 
 typedef float vf __attribute__((vector_size(64)));
 typedef int32_t vi __attribute__((vector_size(64)));
@@ -374,12 +376,12 @@ int attn_decode(const float *q, const void *k, const void *v, int elem, const in
         const int64_t ch = (seq_lens[b] - start + CHUNK - 1) / CHUNK;
         max_chunks = ch > max_chunks ? ch : max_chunks;
     }
-    /* runs of adjacent entries with one table row: run r is entries run_at[r] .. run_at[r+1]-1 */
+    /* runs of adjacent entries with one table row, MAX_RUN at most: run r is entries run_at[r] .. run_at[r+1]-1 */
     int64_t *run_at = malloc((size_t)(B + 1) * sizeof(int64_t)), *run_chunks = malloc((size_t)B * sizeof(int64_t));
     float *scratch = malloc((size_t)B * Hk * max_chunks * G * (D + 2) * sizeof(float));
     int64_t longest = 1;          /* entries in the longest run */
     for (int64_t b = 0, len = 0; b < B; b++) {
-        len = b > 0 && rows[b] == rows[b - 1] ? len + 1 : 1;
+        len = b > 0 && rows[b] == rows[b - 1] && len < MAX_RUN ? len + 1 : 1;
         longest = len > longest ? len : longest;
     }
     const size_t work_floats = WORK_FLOATS((size_t)Hk * D, D, longest * Hq);
@@ -389,7 +391,7 @@ int attn_decode(const float *q, const void *k, const void *v, int elem, const in
     if (!failed) {
         for (int64_t b = 0; b < B; b++) {
             const int64_t ch = (seq_lens[b] - start + CHUNK - 1) / CHUNK;
-            if (b == 0 || rows[b] != rows[b - 1]) {
+            if (b == 0 || rows[b] != rows[b - 1] || b - run_at[runs - 1] >= MAX_RUN) {
                 run_at[runs] = b;
                 run_chunks[runs++] = ch;
             } else if (ch > run_chunks[runs - 1]) {

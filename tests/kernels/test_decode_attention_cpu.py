@@ -264,3 +264,23 @@ def test_int32_indices_and_a_sliced_table_are_taken(paged):
     ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 0.125)
     out = decode_attention_cpu(q, k_cache, v_cache, sliced, rows.to(torch.int32), seq.to(torch.int32), 0.125)
     torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)
+
+
+def test_a_long_run_of_one_request_is_split_and_keeps_its_bits(kernel):
+    """150 rows of one request (past the C kernel's 64 rows a run): every row as alone, against the reference."""
+    g = torch.Generator().manual_seed(5)
+    S, Hk, D, Hq = 1024, 3, 64, 9
+    k_cache = torch.randn(S, Hk, D, generator=g).bfloat16()
+    v_cache = torch.randn(S, Hk, D, generator=g).bfloat16()
+    table = torch.randperm(S, generator=g).to(torch.int32).view(1, -1).contiguous()
+    n = 150
+    rows, seq = torch.zeros(n, dtype=torch.int64), torch.arange(300, 300 + n)
+    q = torch.randn(n, Hq, D, generator=g).bfloat16().float()
+    kb, vb = cache_bits(k_cache), cache_bits(v_cache)
+    together = decode_attention_arrays(q.numpy(), kb, vb, table.numpy(), rows.numpy(), seq.numpy(), 0.125)[0]
+    ref = decode_attention_torch(q, k_cache.float(), v_cache.float(), table, rows, seq, 0.125)
+    torch.testing.assert_close(torch.from_numpy(together), ref, atol=2e-5, rtol=1e-4)
+    for i in (0, 63, 64, 65, 149):
+        alone = decode_attention_arrays(q[i:i + 1].numpy(), kb, vb, table.numpy(), rows[i:i + 1].numpy(),
+                                        seq[i:i + 1].numpy(), 0.125, parallel=False)[0]
+        assert np.array_equal(alone[0], together[i]), i

@@ -13,9 +13,10 @@
  *   out      [B][Hq][D]    float32, normalised; lse_max, lse_sum [B][Hq]: each head's score max and sum of
  *                          exp(score - max), to merge with attention over columns :start computed elsewhere
  *
- * Jobs: a run of adjacent entries with the same table row (one request) x a KV head x a chunk of CHUNK columns
- * from `start`. A job widens the chunk's K and V rows to float32 once, for all the run's entries and the G =
- * Hq / Hk query heads of the KV head. Per (entry, head): scores of 16 keys at a time (16 partial dot products
+ * Jobs: a run of adjacent entries with the same table row (one request, MAX_RUN entries at most) x a chunk of
+ * CHUNK columns from `start`. A job reads each slot of the chunk whole (every KV head), widening a block of 16
+ * slots to float32 once for all the run's entries and heads (on a CPU with AVX-512 BF16, bfloat16 queries read
+ * the keys in place instead: qk16_bf16). Per (entry, head): scores of 16 keys at a time (16 partial dot products
  * over lanes of the head dimension, then one 16-way reduction tree to a vector of 16 scores), the chunk's max,
  * exp and sum, and the values weighted in key order. Chunks are merged in order.
  *
@@ -227,15 +228,19 @@ static inline __attribute__((always_inline)) void attend_chunk(const Call *c, in
         const int32_t *slots = c->table + row * c->ld + lo + 16 * b;
         for (int j = 0; j < 16; j++)
             keys[j] = j < BLOCK_ROWS(b) ? (const uint16_t *)c->k + (size_t)slots[j] * W : zeros;
+        const uint16_t *kk[16] = {0};  /* keys[] at KV head kk_head (vectors come head by head) */
+        int kk_head = -1;
 #endif
         for (int i = 0; i < nq; i++) {
             if (n[i] <= 16 * b)
                 continue;
 #if BF16_DOT
             if (bf[i]) {
-                const uint16_t *kk[16];
-                for (int j = 0; j < 16; j++)
-                    kk[j] = keys[j] == zeros ? zeros : keys[j] + kh[i] * D;
+                if (kh[i] != kk_head) {
+                    kk_head = kh[i];
+                    for (int j = 0; j < 16; j++)
+                        kk[j] = keys[j] == zeros ? zeros : keys[j] + kk_head * D;
+                }
                 vstore(sc + (size_t)i * CHUNK + 16 * b,
                        qk16_bf16((const uint16_t *)(qs + (size_t)i * D), kk, D) * vsplat(c->scale));
                 continue;

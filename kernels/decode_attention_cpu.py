@@ -368,7 +368,7 @@ def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray,
     allocations cost about what the kernel's arithmetic does on a short context). Returns out[0]."""
     native = native_kernel()
     if native is not None and q.shape[2] % 16 == 0 and q.shape[2] <= MAX_NATIVE_HEAD_DIM:
-        threads = match_torch_threads() if parallel else 1
+        threads = torch.get_num_threads() if parallel else 1    # the C kernel takes its count per call
         if native(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
                   out[0], out[1], out[2], np.int32(threads)) != 0:
             raise MemoryError(f"decode attention: out of memory for {q.shape[0]} query rows")

@@ -75,10 +75,12 @@ def build(source: Path, march: str = "native", extra_flags: tuple[str, ...] = ()
 
 class NativeLibrary:
     """One C kernel's library, built on first use (thread-safe); `load()` is None when it cannot be, and
-    `why` then says why. `declare(lib)` sets the functions' ctypes signatures."""
+    `why` then says why. `declare(lib)` sets the functions' ctypes signatures; `describe(lib)`, if given, says
+    what was built (logged once, at info level)."""
 
-    def __init__(self, source: Path, declare: Callable[[ctypes.CDLL], None], extra_flags: tuple[str, ...] = ()):
-        self.source, self.declare, self.extra_flags = source, declare, extra_flags
+    def __init__(self, source: Path, declare: Callable[[ctypes.CDLL], None], extra_flags: tuple[str, ...] = (),
+                 describe: Callable[[ctypes.CDLL], str] | None = None):
+        self.source, self.declare, self.extra_flags, self.describe = source, declare, extra_flags, describe
         self._lock = threading.Lock()
         self._lib: ctypes.CDLL | None = None
         self._done = False
@@ -99,6 +101,8 @@ class NativeLibrary:
                     else:
                         try:
                             self._lib = self.build()
+                            if self.describe is not None:
+                                log.info("%s kernel: %s", self.source.stem, self.describe(self._lib))
                         except (OSError, RuntimeError, subprocess.SubprocessError) as e:
                             self.why = str(e)
                             log.warning("%s kernel unavailable: %s", self.source.stem, e)

@@ -37,7 +37,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.w4a8_isa.restype = ctypes.c_char_p
 
 
-_NATIVE = NativeLibrary(Path(__file__).with_name("w4a8_cpu.c"), _declare)
+_NATIVE = NativeLibrary(Path(__file__).with_name("w4a8_cpu.c"), _declare,
+                        describe=lambda lib: lib.w4a8_isa().decode())
 _state: dict[str, object] = {}        # "call": gemm_call()'s function
 
 
@@ -67,11 +68,7 @@ def _build(march: str = "native") -> ctypes.CDLL:
 
 def library() -> ctypes.CDLL | None:
     """The loaded kernel library, built on first call; None when it cannot be (see unavailable_reason())."""
-    first = not _NATIVE._done
-    lib = _NATIVE.load()
-    if first and lib is not None:
-        log.info("w4a8 kernel: %s", lib.w4a8_isa().decode())
-    return lib
+    return _NATIVE.load()
 
 
 def available() -> bool:

@@ -54,7 +54,7 @@ MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not wort
 # decode requests from which a shared prefix goes through the cascade: with the C kernel, reading the prefix once
 # per request (from the CPU's cache after the first) beat the cascade's flash call up to ~25 requests (P 650,
 # 900 columns each: 20 requests 708 vs 821 us a layer, 32 requests 1155 vs 980); the numba kernel loses at 2
-CASCADE_MIN_REQUESTS = {"native": 24, "numba": 2}
+CASCADE_MIN_REQUESTS = {"native": 24, "numba": 2}     # each at least 2: one request shares with no one
 
 
 class TorchAttentionBackend(AttentionBackend):
@@ -130,7 +130,7 @@ class TorchAttentionBackend(AttentionBackend):
             # a request's rows attend exactly as its one-row decode would: the cascade is chosen by the number of
             # distinct requests, not of rows; the kernel's two entry points return the same bits, so the work
             # (the columns after the cascade's) alone decides whether the call is worth numba's threads
-            if len(set(q_req_rows)) >= max(2, self.cascade_min_requests):
+            if len(set(q_req_rows)) >= self.cascade_min_requests:
                 meta.prefix_slots = self._shared_prefix(table, meta.decode_req_rows, meta.decode_seq_lens)
             start = 0 if meta.prefix_slots is None else len(meta.prefix_slots)
             meta.decode_parallel = (decode_attention_cpu.parallel_worth_it(meta.decode_seq_lens, start,

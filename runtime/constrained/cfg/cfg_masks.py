@@ -50,7 +50,7 @@ class CfgMasks:
                 break
             for s in range(dfa.num_states):
                 cls = self.index.classify(dfa, s, 0)
-                cls.leave_points
+                cls.leave_points        # grouped on first read (TokenClasses.leave_points)
                 if len(cls.inside) > _FEW_INSIDE:
                     self.index.packed_inside(dfa, s, 0)
 

@@ -7,15 +7,16 @@ from .base import AttentionBackend
 BACKENDS = ("torch", "triton")
 
 
-def create_attention_backend(name: str | None, kv_pool, device) -> AttentionBackend:
-    """name None picks Triton on CUDA, torch elsewhere."""
+def create_attention_backend(name: str | None, kv_pool, device, row_invariant: bool = False) -> AttentionBackend:
+    """name None picks Triton on CUDA, torch elsewhere. row_invariant: see torch_backend (the torch backend with
+    its paged CPU kernel; elsewhere it is not offered)."""
     import torch
 
     if name is None:
         name = "triton" if torch.device(device).type == "cuda" else "torch"
     if name == "torch":
         from .torch_backend import TorchAttentionBackend
-        return TorchAttentionBackend(kv_pool)
+        return TorchAttentionBackend(kv_pool, row_invariant=row_invariant)
     if name == "triton":
         from .triton_backend import TritonAttentionBackend
         return TritonAttentionBackend(kv_pool)

@@ -7,6 +7,13 @@ A batch splits into two groups so that no request pays for another's length:
   gathered into one padded [B, L] batch for one SDPA call per layer. The choice is made once, at construction;
 - extend requests (prefill chunks, jump-forward runs) each get their own SDPA call with a causal mask offset by
   their cached prefix, so a 1,000-token prefill in a mixed step does not pad every decode row to 1,000 queries.
+
+Row invariance (`row_invariant`, the engine's default on the CPU): every row, prefill rows included, goes through
+the paged kernel, whose result for a row depends only on that row's query and its own columns; SDPA's does not
+(its CPU kernel blocks keys and queries by the call's lengths: 3 of 100 rows came out different when a 900-token
+prompt was computed in two chunks instead of one), and the shared-prefix cascade is off (a row would come out
+otherwise with and without it). Then a request's greedy output does not depend on what shares its steps or how
+its prompt was chunked: run_batch gives each document what running it alone gives.
 """
 from __future__ import annotations
 
@@ -58,9 +65,10 @@ CASCADE_MIN_REQUESTS = {"native": 24, "numba": 2}     # each at least 2: one req
 
 
 class TorchAttentionBackend(AttentionBackend):
-    def __init__(self, kv_pool, paged_decode: bool | None = None):
+    def __init__(self, kv_pool, paged_decode: bool | None = None, row_invariant: bool = False):
         """paged_decode: use the CPU paged decode kernel (None: when the pool is on the CPU and numba is
-        installed)."""
+        installed). row_invariant: every row through that kernel and no cascade (see the top of this file; only
+        with the kernel)."""
         super().__init__(kv_pool)
         on_cpu = kv_pool.k_buffer.device.type == "cpu"
         if paged_decode is None:
@@ -74,7 +82,9 @@ class TorchAttentionBackend(AttentionBackend):
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
             decode_attention_cpu.warm_up()
         native = paged_decode and decode_attention_cpu.native_kernel() is not None
-        self.cascade_min_requests = CASCADE_MIN_REQUESTS["native" if native else "numba"]
+        self.row_invariant = bool(row_invariant and paged_decode)
+        self.cascade_min_requests = (CASCADE_MIN_REQUESTS["native" if native else "numba"] if not self.row_invariant
+                                     else float("inf"))
 
     def _parallel_threads(self) -> int:
         """The threads the kernel's parallel entry point gets on this thread: torch's count here (matched once
@@ -108,7 +118,7 @@ class TorchAttentionBackend(AttentionBackend):
         offset = 0
         meta = TorchAttentionMetadata(None, None, None)
         for b, (p, e) in enumerate(zip(fb.prefix_lens_cpu, fb.extend_lens_cpu)):
-            if e == 1 or b >= fb.num_prefill:
+            if e == 1 or b >= fb.num_prefill or self.row_invariant:
                 q_rows.extend(range(offset, offset + e))
                 q_req_rows.extend([rows_cpu[b]] * e)
                 q_seq_lens.extend(range(p + 1, p + e + 1))

@@ -17,6 +17,11 @@ class EngineConfig:
     schedule_policy: str = "lpm"          # "lpm" (longest cached prefix first) or "fcfs"
     disable_radix_cache: bool = False
     attention_backend: str | None = None  # "torch" | "triton" | None (triton on CUDA)
+    batch_invariant: bool | None = None   # a request's tokens do not depend on what shares its steps or how its
+                                          # prompt is chunked (run_batch gives each prompt what a lone run
+                                          # gives): None: where the attention backend offers it (the torch
+                                          # backend on the CPU); True: required (an error elsewhere); False: off
+                                          # (prefill attention by SDPA, shared-prefix cascade: a little faster)
     enable_jump_forward: bool = True
     json_whitespace: str = "standard"     # JSON-schema outputs: "standard" (`{"a": 1, "b": 2}`), "compact",
                                           # "flexible" (bounded runs) or "any" (unbounded); see README
@@ -60,6 +65,8 @@ class EngineConfig:
             raise bad("json_whitespace", f"must be one of {JSON_WHITESPACE}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise bad("num_threads", "must be a positive int or None")
+        if self.batch_invariant not in (None, True, False):
+            raise bad("batch_invariant", "must be None (where offered), True or False")
         if self.grammar_mask_overlap not in ("auto", "on", "off"):
             raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
         if self.json_property_order not in ("schema", "any"):

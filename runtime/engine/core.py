@@ -57,7 +57,7 @@ class EngineCore:
         self.pool_tokens = pool_tokens
         self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,
                             cfg.disable_radix_cache)
-        self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device)
+        self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device, cfg.batch_invariant)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order)
         self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens, cfg.speculative_row_cost) \
             if cfg.speculative_algorithm == "ngram" else None
@@ -215,6 +215,7 @@ class EngineCore:
     def get_stats(self) -> dict[str, Any]:
         s = dict(self.stats)
         s["cache_hit_rate"] = s["cached_tokens"] / s["prompt_tokens"] if s["prompt_tokens"] else 0.0
+        s["batch_invariant"] = self.runner.batch_invariant
         s["forward_passes"] = self.runner.forward_passes
         s["num_retractions"] = self.scheduler.num_retractions
         s["num_running"] = len(self.scheduler.running) + (self.scheduler.chunked is not None)

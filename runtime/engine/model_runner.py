@@ -13,6 +13,7 @@ import torch
 from ..attention import create_attention_backend
 from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
+from ..linear import describe, leaf_layers, rows_independent
 from .request import Req
 
 
@@ -49,13 +50,27 @@ class ForwardOutput:
 
 
 class ModelRunner:
-    def __init__(self, model, num_slots: int, attention_backend: str | None, device: str):
+    def __init__(self, model, num_slots: int, attention_backend: str | None, device: str,
+                 batch_invariant: bool | None = None):
         self.model = model
         self.net = model.net
         c = model.config
         self.device = torch.device(device)
         self.kv_pool = KVPool(c.num_layers, num_slots, c.num_kv_heads, c.head_dim, self.net.dtype, self.device)
-        self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device)
+        # batch invariance needs every projection to compute a row the same whatever shares its call, and the
+        # attention backend to offer it (EngineConfig.batch_invariant)
+        dependent = None
+        if batch_invariant is not False:
+            leaves = {id(x): x for layer in self.net.linears() for x in leaf_layers(layer)}.values()
+            dependent = next((x for x in leaves if not rows_independent(x)), None)
+        self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device,
+                                             row_invariant=batch_invariant is not False and dependent is None)
+        self.batch_invariant = bool(getattr(self.attn, "row_invariant", False))
+        if batch_invariant and not self.batch_invariant:
+            why = (f"the {describe(dependent)} projection computes a row differently with other rows beside it"
+                   if dependent is not None else f"the {type(self.attn).__name__} on {self.device} does not "
+                   "offer it (the torch attention backend on the CPU does)")
+            raise ValueError(f"batch_invariant=True cannot hold: {why}; pass batch_invariant=None or False")
         self.forward_passes = 0
 
     def forward(self, batch: ScheduledBatch, req_to_token: torch.Tensor) -> ForwardOutput:

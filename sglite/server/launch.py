@@ -44,6 +44,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
 ENGINE_FLAGS: tuple[tuple[str, str, bool, str], ...] = (
     ("--disable-radix-cache", "disable_radix_cache", True, "turn the prefix cache off"),
     ("--disable-jump-forward", "enable_jump_forward", False, "do not jump forward over text a grammar forces"),
+    ("--disable-batch-invariance", "batch_invariant", False,
+     "let a request's output depend on what shares its batch (prefill attention by SDPA, shared-prefix cascade)"),
 )
 
 

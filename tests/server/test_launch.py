@@ -19,6 +19,7 @@ def test_engine_options_pass_through():
                                     "enable_jump_forward": False, "schedule_policy": "fcfs", "max_context": 256}
     args = build_parser().parse_args(["--speculative-algorithm", "ngram", "--speculative-num-draft-tokens", "4"])
     assert engine_options(args) == {"speculative_algorithm": "ngram", "speculative_num_draft_tokens": 4}
+    assert engine_options(build_parser().parse_args(["--disable-batch-invariance"])) == {"batch_invariant": False}
 
 
 def test_bad_engine_option_fails_before_loading(capsys):

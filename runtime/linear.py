@@ -283,33 +283,71 @@ def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt
     return SizedLinear(make_linear(weight, bias, small_fmt), make_linear(weight, bias, large_fmt))
 
 
-PROBE_ROWS = (1, 2, 3, 5, 7, 9, 13)    # row counts compared against one call of PROBE_TOTAL rows
-PROBE_TOTAL = 24
-_probed: dict[tuple, bool] = {}        # (class, dtype, out, in, digits) -> rows independent
+PROBE_ROWS = tuple(range(1, 17)) + (20, 24, 31, 33, 40)   # row counts compared against one call of PROBE_TOTAL
+PROBE_TOTAL = 64
+_probed: dict[tuple, int | None] = {}   # (class, dtype, out, in, digits) -> min_independent_rows
 
 
-def leaf_layers(layer) -> list:
-    """The plain layers a composite one (SizedLinear, RefinedHead) calls."""
+def leaf_roles(layer) -> list[tuple["Linear", bool]]:
+    """(plain layer, whether it computes decode rows) for each plain layer a projection calls: a SizedLinear's
+    large layer computes prefill rows only; a RefinedHead's exact part is a per-row product and sum."""
     if isinstance(layer, SizedLinear):
-        return leaf_layers(layer.small) + leaf_layers(layer.large)
-    if isinstance(layer, RefinedHead):    # its exact part is a per-row product and sum
-        return leaf_layers(layer.approx)
-    return [layer]
+        return [(x, True) for x, _ in leaf_roles(layer.small)] + [(x, False) for x, _ in leaf_roles(layer.large)]
+    if isinstance(layer, RefinedHead):
+        return leaf_roles(layer.approx)
+    if isinstance(layer, PaddedRows):
+        return leaf_roles(layer.inner)
+    return [(layer, True)]
 
 
-def rows_independent(layer) -> bool:
-    """Whether `layer` gives each row the same bits whatever other rows share its call. A property of this
-    machine's kernels, so measured, once per process for each class, dtype, shape and digits: torch's float32
-    matmul takes another path below about 12 rows (5, 7 or 9 rows came out different from the same rows in a
-    24-row call), its bfloat16, int8 and int4 ones and our W4A8 kernel did not."""
+def min_independent_rows(layer) -> int | None:
+    """The fewest rows a call of `layer` must have for each row to come out the same bits whatever other rows
+    share the call (1: any call), or None when no count up to 16 does. A property of this machine's kernels, so
+    measured, once per process for each class, dtype, shape and digits, on rows 1-16 (and a few more) against
+    one 64-row call. On an AVX-512 Zen 4 with torch 2.13: torch's float32 matmul takes other paths below 12
+    rows, its bfloat16 one a single-row path for a [576 x 1536] weight (1 row only); int8, int4 and our W4A8
+    kernel are independent from one row."""
     key = (type(layer).__name__, layer.dtype, layer.out_features, layer.in_features, getattr(layer, "digits", 0))
     if key not in _probed:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(PROBE_TOTAL, layer.in_features, generator=g).to(layer.dtype)
         full = layer(x)
-        _probed[key] = all(torch.equal(layer(x[a:a + m]), full[a:a + m])
-                           for m in PROBE_ROWS for a in (0, PROBE_TOTAL - m))
+        bad = [m for m in PROBE_ROWS
+               if not all(torch.equal(layer(x[a:a + m]), full[a:a + m]) for a in (0, PROBE_TOTAL - m))]
+        _probed[key] = 1 if not bad else max(bad) + 1 if max(bad) < 16 else None
     return _probed[key]
+
+
+class PaddedRows:
+    """`inner` called with at least `min_rows` rows (zero rows added, their results dropped): where a kernel
+    computes a row alike in every call of that many rows or more, and otherwise below (min_independent_rows)."""
+
+    def __init__(self, inner: "Linear", min_rows: int):
+        self.inner, self.min_rows = inner, min_rows
+        self.in_features, self.out_features, self.dtype = inner.in_features, inner.out_features, inner.dtype
+
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        n = x.shape[0]
+        if n >= self.min_rows or n == 0:
+            return self.inner(x, decode_from, out=out)
+        padded = torch.cat([x, x.new_zeros(self.min_rows - n, x.shape[1])])
+        return _into(self.inner(padded, decode_from)[:n], out)
+
+    @property
+    def nbytes(self) -> int:
+        return self.inner.nbytes
+
+
+def pad_prefill_rows(layer, rows: dict[int, int]) -> None:
+    """Wraps, in place, each prefill-only plain layer of projection `layer` whose id is in `rows` in PaddedRows
+    (once: a layer already wrapped is left as it is)."""
+    if isinstance(layer, RefinedHead):
+        pad_prefill_rows(layer.approx, rows)
+    elif isinstance(layer, SizedLinear):
+        pad_prefill_rows(layer.small, rows)
+        if not isinstance(layer.large, PaddedRows) and rows.get(id(layer.large), 1) > 1:
+            layer.large = PaddedRows(layer.large, rows[id(layer.large)])
 
 
 def describe(layer) -> str:

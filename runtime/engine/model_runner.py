@@ -13,7 +13,7 @@ import torch
 from ..attention import create_attention_backend
 from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
-from ..linear import describe, leaf_layers, rows_independent
+from ..linear import describe, leaf_roles, min_independent_rows, pad_prefill_rows
 from .request import Req
 
 
@@ -57,12 +57,22 @@ class ModelRunner:
         c = model.config
         self.device = torch.device(device)
         self.kv_pool = KVPool(c.num_layers, num_slots, c.num_kv_heads, c.head_dim, self.net.dtype, self.device)
-        # batch invariance needs every projection to compute a row the same whatever shares its call, and the
-        # attention backend to offer it (EngineConfig.batch_invariant)
+        # batch invariance needs every projection to compute a row the same whatever shares its call (a layer of
+        # prefill rows only may be padded up to the rows from which it does), and the attention backend to offer
+        # it (EngineConfig.batch_invariant)
         dependent = None
         if batch_invariant is not False:
-            leaves = {id(x): x for layer in self.net.linears() for x in leaf_layers(layer)}.values()
-            dependent = next((x for x in leaves if not rows_independent(x)), None)
+            pads: dict[int, int] = {}
+            for layer in self.net.linears():
+                for leaf, decodes in leaf_roles(layer):
+                    rows = min_independent_rows(leaf)
+                    if rows is None or (decodes and rows > 1):
+                        dependent = dependent or leaf
+                    elif rows > 1:
+                        pads[id(leaf)] = rows
+            if dependent is None:
+                for layer in self.net.linears():
+                    pad_prefill_rows(layer, pads)
         self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device,
                                              row_invariant=batch_invariant is not False and dependent is None)
         self.batch_invariant = bool(getattr(self.attn, "row_invariant", False))

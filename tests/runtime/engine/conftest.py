@@ -19,17 +19,15 @@ def engine_model():
     return model
 
 
-@pytest.fixture
-def make_engine(engine_model):
-    """make_engine(**options) -> Engine over the tiny model; all are shut down after the test."""
+def engines_over(model, **defaults):
+    """A fixture's body: yields make(**options) -> Engine over `model` (options over `defaults`), integrity-checked
+    after every step; all are shut down after the test."""
     from sglite.runtime.engine import Engine
 
     engines = []
 
     def make(**options):
-        options.setdefault("max_total_tokens", 4096)
-        options.setdefault("max_running_requests", 16)
-        engine = Engine(engine_model, **options)
+        engine = Engine(model, **{**defaults, **options})
         engine.core.debug_checks = True
         engines.append(engine)
         return engine
@@ -37,6 +35,12 @@ def make_engine(engine_model):
     yield make
     for e in engines:
         e.shutdown()
+
+
+@pytest.fixture
+def make_engine(engine_model):
+    """make_engine(**options) -> Engine over the tiny model."""
+    yield from engines_over(engine_model, max_total_tokens=4096, max_running_requests=16)
 
 
 def pool_idle(engine) -> bool:

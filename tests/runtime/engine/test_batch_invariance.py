@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from .conftest import engines_over
+
 SP = {"temperature": 0, "max_new_tokens": 12, "ignore_eos": True}
 PREFIX = list(range(100, 260))                                    # shared by every prompt: 160 tokens
 PROMPTS = [PREFIX + [500 + i, 900 + 7 * i, 1300 + i] * (3 + i % 4) for i in range(26)]
@@ -31,20 +33,7 @@ def bf16_model():
 
 @pytest.fixture
 def make_bf16_engine(bf16_model):
-    from sglite.runtime.engine import Engine
-
-    engines = []
-
-    def make(**options):
-        engine = Engine(bf16_model, chunked_prefill_size=64, max_running_requests=32, max_total_tokens=8192,
-                        **options)
-        engine.core.debug_checks = True
-        engines.append(engine)
-        return engine
-
-    yield make
-    for e in engines:
-        e.shutdown()
+    yield from engines_over(bf16_model, chunked_prefill_size=64, max_running_requests=32, max_total_tokens=8192)
 
 
 def outputs(results) -> list[tuple]:

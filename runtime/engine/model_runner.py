@@ -60,8 +60,9 @@ class ModelRunner:
         # batch invariance needs every projection to compute a row the same whatever shares its call (a layer of
         # prefill rows only may be padded up to the rows from which it does), and the attention backend to offer
         # it (EngineConfig.batch_invariant)
+        offered = self.device.type == "cpu" and attention_backend in (None, "torch")
         dependent = None
-        if batch_invariant is not False:
+        if batch_invariant is not False and offered:
             pads: dict[int, int] = {}
             for layer in self.net.linears():
                 for leaf, decodes in leaf_roles(layer):
@@ -74,7 +75,8 @@ class ModelRunner:
                 for layer in self.net.linears():
                     pad_prefill_rows(layer, pads)
         self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device,
-                                             row_invariant=batch_invariant is not False and dependent is None)
+                                             row_invariant=batch_invariant is not False and offered
+                                             and dependent is None)
         self.batch_invariant = bool(getattr(self.attn, "row_invariant", False))
         if batch_invariant and not self.batch_invariant:
             why = (f"the {describe(dependent)} projection computes a row differently with other rows beside it"

@@ -285,6 +285,7 @@ def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt
 
 PROBE_ROWS = tuple(range(1, 17)) + (20, 24, 31, 33, 40)   # row counts compared against one call of PROBE_TOTAL
 PROBE_TOTAL = 64
+PREFILL_MIN_ROWS = 16   # prefill-only layers are called with at least this many rows under batch invariance
 _probed: dict[tuple, int | None] = {}   # (class, dtype, out, in, digits) -> min_independent_rows
 
 
@@ -302,11 +303,14 @@ def leaf_roles(layer) -> list[tuple["Linear", bool]]:
 
 def min_independent_rows(layer) -> int | None:
     """The fewest rows a call of `layer` must have for each row to come out the same bits whatever other rows
-    share the call (1: any call), or None when no count up to 16 does. A property of this machine's kernels, so
-    measured, once per process for each class, dtype, shape and digits, on rows 1-16 (and a few more) against
-    one 64-row call. On an AVX-512 Zen 4 with torch 2.13: torch's float32 matmul takes other paths below 12
-    rows, its bfloat16 one a single-row path for a [576 x 1536] weight (1 row only); int8, int4 and our W4A8
-    kernel are independent from one row."""
+    share the call (1: any call), or None when no count up to 16 does. Our W4A8 kernel: 1, by construction (a
+    row's arithmetic is the same in any group of rows; tests/kernels). torch's kernels: measured, once per
+    process for each class, dtype, shape and digits, on rows 1-16 (and a few more) against one 64-row call. On
+    an AVX-512 Zen 4 with torch 2.13 its float32 matmul took other paths below 12 rows; its bfloat16 one once gave
+    a single row of a [576 x 1536] weight other bits and in later processes did not, so a probe that passes is
+    evidence, not proof (the engine pads prefill-only layers anyway: PREFILL_MIN_ROWS)."""
+    if isinstance(layer, W4A8Linear):
+        return 1
     key = (type(layer).__name__, layer.dtype, layer.out_features, layer.in_features, getattr(layer, "digits", 0))
     if key not in _probed:
         g = torch.Generator().manual_seed(0)

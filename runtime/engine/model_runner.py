@@ -13,7 +13,7 @@ import torch
 from ..attention import create_attention_backend
 from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
-from ..linear import describe, leaf_roles, min_independent_rows, pad_prefill_rows
+from ..linear import PREFILL_MIN_ROWS, describe, leaf_roles, min_independent_rows, pad_prefill_rows
 from .request import Req
 
 
@@ -69,8 +69,8 @@ class ModelRunner:
                     rows = min_independent_rows(leaf)
                     if rows is None or (decodes and rows > 1):
                         dependent = dependent or leaf
-                    elif rows > 1:
-                        pads[id(leaf)] = rows
+                    elif not decodes:    # a prefill call of few rows is rare: pad past any small-call path
+                        pads[id(leaf)] = max(rows, PREFILL_MIN_ROWS)
             if dependent is None:
                 for layer in self.net.linears():
                     pad_prefill_rows(layer, pads)

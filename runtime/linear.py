@@ -344,14 +344,12 @@ class PaddedRows:
 
 
 def pad_prefill_rows(layer, rows: dict[int, int]) -> None:
-    """Wraps, in place, each prefill-only plain layer of projection `layer` whose id is in `rows` in PaddedRows
-    (once: a layer already wrapped is left as it is)."""
+    """Wraps, in place, each prefill-only plain layer (a SizedLinear's large one) of projection `layer` whose id
+    is in `rows` in PaddedRows of that many rows (once: a layer already wrapped is left as it is)."""
     if isinstance(layer, RefinedHead):
         pad_prefill_rows(layer.approx, rows)
-    elif isinstance(layer, SizedLinear):
-        pad_prefill_rows(layer.small, rows)
-        if not isinstance(layer.large, PaddedRows) and rows.get(id(layer.large), 1) > 1:
-            layer.large = PaddedRows(layer.large, rows[id(layer.large)])
+    elif isinstance(layer, SizedLinear) and not isinstance(layer.large, PaddedRows) and id(layer.large) in rows:
+        layer.large = PaddedRows(layer.large, rows[id(layer.large)])
 
 
 def describe(layer) -> str:

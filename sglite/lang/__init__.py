@@ -4,7 +4,8 @@ from .api import (assistant, assistant_begin, assistant_end, flush_cache, functi
                   video)
 from .choices import greedy_token_selection, token_length_normalized, unconditional_likelihood_normalized
 from .executor import ProgramError
-from .function import SglFunction, get_default_backend, set_default_backend
+from .default_backend import get_default_backend, set_default_backend
+from .function import SglFunction
 from .global_config import GlobalConfig, global_config
 from ..protocol import RequestError, SamplingParams
 from .state import ProgramState, ProgramStateGroup

@@ -102,12 +102,12 @@ def video(*_: Any, **__: Any):
 
 
 def flush_cache(backend=None) -> bool:
-    from .function import get_default_backend
+    from .default_backend import get_default_backend
     backend = backend or get_default_backend(create=False)
     return backend.flush_cache() if backend is not None else False
 
 
 def get_server_info(backend=None) -> dict:
-    from .function import get_default_backend
+    from .default_backend import get_default_backend
     backend = backend or get_default_backend(create=False)
     return backend.get_server_info() if backend is not None else {}

@@ -1,15 +1,14 @@
-"""SglFunction: what `@sgl.function` returns. run / run_batch / bind / trace, and the default backend."""
+"""SglFunction: what `@sgl.function` returns. run / run_batch / bind / trace."""
 from __future__ import annotations
 
-import atexit
 import inspect
-import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from ..protocol import SamplingParams
+from .default_backend import get_default_backend
 from .executor import StreamExecutor
 from .global_config import global_config
 from .sampling import OPTION_NAMES, GenOptions, GenParams
@@ -18,33 +17,6 @@ from .state import ProgramState
 if TYPE_CHECKING:
     from ..backend.base import Backend
     from .tracer import Trace
-
-logger = logging.getLogger(__name__)
-
-_default_lock = threading.Lock()
-_default_backend: "Backend | None" = None
-
-
-def set_default_backend(backend: "Backend | None") -> None:
-    """The backend programs use when run() gets no backend= (None: none set). Its owner shuts it down."""
-    global _default_backend
-    _default_backend = backend
-
-
-def get_default_backend(create: bool = True) -> "Backend | None":
-    """The default backend. Without one (and with `create`), an in-process `Runtime()` on the default model is
-    created once, logged, and shut down at interpreter exit: the library's only atexit hook, since nobody
-    else holds that runtime. A backend given to set_default_backend is never shut down by the library."""
-    global _default_backend
-    with _default_lock:
-        if _default_backend is None and create:
-            from ..backend.runtime import Runtime
-            logger.warning("sglite: no backend set; starting the in-process Runtime() on the default model "
-                           "(sgl.set_default_backend(...) to choose)")
-            runtime = Runtime()
-            atexit.register(runtime.shutdown)
-            _default_backend = runtime
-        return _default_backend
 
 
 def _run_defaults(options: dict[str, Any]) -> GenParams:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .default_backend import get_default_backend, set_default_backend
+
 if TYPE_CHECKING:
     from ..backend.base import Backend
 
@@ -39,12 +41,10 @@ class GlobalConfig:
 
     @property
     def default_backend(self) -> "Backend | None":
-        from .function import get_default_backend
         return get_default_backend(create=False)
 
     @default_backend.setter
     def default_backend(self, backend: "Backend | None") -> None:
-        from .function import set_default_backend
         set_default_backend(backend)
 
     def __setattr__(self, name: str, value: Any) -> None:

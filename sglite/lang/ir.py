@@ -5,17 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Union
 
+from .regexes import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR  # noqa: F401 (SGLang's names)
+
 if TYPE_CHECKING:
     from .choices import ChoicesSamplingMethod
     from .sampling import GenOptions
-
-# SGLang's regexes for typed output (`from sglang.lang.ir import REGEX_INT`), with its values: programs pass
-# them as gen(regex=...), a number with stop=[" ", "\n"] (its trailing spaces or newlines let a stop string
-# end it). gen(dtype=...) uses sampling.DTYPES, which end at the same places.
-REGEX_INT = r"[-+]?[0-9]+[ \n]*"
-REGEX_FLOAT = r"[-+]?[0-9]*\.?[0-9]+[ \n]*"
-REGEX_BOOL = r"(True|False)"
-REGEX_STR = r"\"[\w\d\s]*\""   # letters, digits and whitespace in quotes; gen(dtype=str) uses a JSON string
 
 
 class Expr:

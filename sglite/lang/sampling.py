@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .ir import REGEX_BOOL
+from .regexes import REGEX_BOOL
 from ..protocol import ALIASES, CONSTRAINT_KINDS, FIELD_NAMES, RequestError, SamplingParams, json_schema_text
 
 @dataclass(frozen=True)

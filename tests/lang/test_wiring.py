@@ -44,7 +44,7 @@ def test_idle_and_unjoined_states_hold_no_thread():
 
 def test_runtime_registers_no_exit_hook_and_the_default_is_logged(monkeypatch, caplog):
     runtime_mod = importlib.import_module("sglite.backend.runtime")
-    function_mod = importlib.import_module("sglite.lang.function")   # sglite.lang.function is the decorator
+    default_mod = importlib.import_module("sglite.lang.default_backend")
 
     registered = []
     monkeypatch.setattr(atexit, "register", lambda f, *a, **k: registered.append(f))
@@ -56,7 +56,7 @@ def test_runtime_registers_no_exit_hook_and_the_default_is_logged(monkeypatch, c
             super().__init__(engine=FakeEngine())
 
     monkeypatch.setattr(runtime_mod, "Runtime", DefaultRuntime)
-    monkeypatch.setattr(function_mod, "_default_backend", None)
+    monkeypatch.setattr(default_mod, "_default_backend", None)
     with caplog.at_level(logging.WARNING, logger="sglite"):
         default = sgl.get_default_backend()
     assert isinstance(default, DefaultRuntime) and sgl.get_default_backend() is default

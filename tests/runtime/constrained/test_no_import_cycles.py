@@ -7,6 +7,7 @@ import ast
 from pathlib import Path
 
 import sglite.runtime.constrained as constrained
+from tests.import_graph import find_cycle
 
 ROOT = Path(constrained.__file__).parent
 PACKAGE = "sglite.runtime.constrained"
@@ -78,33 +79,6 @@ def import_graph() -> dict[str, set[str]]:
     return graph
 
 
-def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
-    """One cycle as a path [a, b, ..., a], or None."""
-    state: dict[str, int] = {}          # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(n: str) -> list[str] | None:
-        state[n] = 1
-        path.append(n)
-        for m in sorted(graph.get(n, ())):
-            if state.get(m) == 1:
-                return path[path.index(m):] + [m]
-            if m not in state:
-                found = visit(m)
-                if found:
-                    return found
-        path.pop()
-        state[n] = 2
-        return None
-
-    for n in sorted(graph):
-        if n not in state:
-            found = visit(n)
-            if found:
-                return found
-    return None
-
-
 def unit(module: str) -> str:
     """The subpackage a module belongs to, or the module itself at the package's top."""
     return module.split(".")[0] if module else "__init__"
@@ -115,11 +89,6 @@ def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
     for a, deps in graph.items():
         out.setdefault(unit(a), set()).update(unit(b) for b in deps if unit(b) != unit(a))
     return out
-
-
-def test_cycle_finder_finds_cycles():
-    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
 def test_imports_are_resolved():

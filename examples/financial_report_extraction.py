@@ -106,6 +106,17 @@ def run_job(docs: list[dict], backend, progress_bar: bool = True) -> dict:
             "valid": sum(r["valid"] for r in results)}
 
 
+def write_results(results: list[dict], path: Path) -> None:
+    """One JSON line per document in `sglite extract`'s format: the id beside the record, never mixed into it;
+    a failed document's line has `record: null`, `error` and `raw`."""
+    with open(path, "w", encoding="utf-8") as f:
+        for r in results:
+            line = {"id": r["id"], "record": r["record"] if r["valid"] else None}
+            if not r["valid"]:
+                line.update(error=r["error"], raw=r["raw"])
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+
+
 def _cell(value, width: int) -> str:
     """`value` padded to `width` terminal columns (CJK characters take two)."""
     text = "" if value is None else (f"{value:,.2f}" if isinstance(value, float) else str(value))
@@ -149,10 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         job = run_job(docs, backend)
     finally:
         backend.shutdown()
-    with open(args.output, "w", encoding="utf-8") as f:
-        for r in job["results"]:
-            f.write(json.dumps({"id": r["id"], **(r["record"] or {"error": r["error"], "raw": r["raw"]})},
-                               ensure_ascii=False) + "\n")
+    write_results(job["results"], args.output)
     print_table(job["results"])
     u = job["usage"]
     print(f"\n{len(docs)} reports in {job['elapsed_s']:.1f} s: {job['docs_per_s']:.2f} reports/s, "

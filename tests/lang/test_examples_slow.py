@@ -30,7 +30,7 @@ def rt():
     runtime.shutdown()
 
 
-def test_financial_extraction_outputs_validate(rt):
+def test_financial_extraction_outputs_validate(rt, tmp_path):
     jsonschema = pytest.importorskip("jsonschema")
     ex = _example("financial_report_extraction")
     docs = ex.load_reports(EXAMPLES / "data" / "reports.jsonl")
@@ -41,6 +41,11 @@ def test_financial_extraction_outputs_validate(rt):
         assert r["valid"], r
         jsonschema.validate(r["record"], schema)
     assert job["usage"]["cache_hit_rate"] > 0.5
+    ex.write_results(job["results"], tmp_path / "out.jsonl")
+    lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [line["id"] for line in lines] == [d["id"] for d in docs]
+    for line, r in zip(lines, job["results"]):
+        assert set(line) == {"id", "record"} and line["record"] == r["record"]   # the id is not in the record
 
 
 def test_select_classification(rt):

@@ -49,6 +49,7 @@ _NUM_FIELDS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_p
                "dry_base")
 _BOOL_FIELDS = ("ignore_eos", "skip_special_tokens", "no_stop_trim", "close_at_budget")
 ALIASES = {"max_tokens": "max_new_tokens", "min_tokens": "min_new_tokens"}
+OPENAI_NAMES = {field: alias for alias, field in ALIASES.items()}   # a SamplingParams field -> OpenAI's name
 
 
 def _is_int(v: Any) -> bool:

@@ -19,14 +19,14 @@ import httpx
 
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from ..lang.sampling import GenParams
-from ..protocol import CONSTRAINT_KINDS
+from ..protocol import CONSTRAINT_KINDS, OPENAI_NAMES
 from .base import Backend, Completion, Prompt
 
-# our name -> OpenAI body name; extras past the standard set are sent only when set
-_PARAM_NAMES = {"max_new_tokens": "max_tokens", "temperature": "temperature", "top_p": "top_p", "stop": "stop",
-                "frequency_penalty": "frequency_penalty", "presence_penalty": "presence_penalty", "seed": "seed",
-                "top_k": "top_k", "min_p": "min_p", "repetition_penalty": "repetition_penalty",
-                "min_new_tokens": "min_tokens", "ignore_eos": "ignore_eos", "stop_token_ids": "stop_token_ids"}
+# the SamplingParams fields an OpenAI-compatible server takes (vLLM and SGLang: the extras past OpenAI's own), sent
+# only when set; constraints go by CONSTRAINT_FIELDS below
+_SENT = ("max_new_tokens", "temperature", "top_p", "stop", "frequency_penalty", "presence_penalty", "seed", "top_k",
+         "min_p", "repetition_penalty", "min_new_tokens", "ignore_eos", "stop_token_ids")
+_PARAM_NAMES = {name: OPENAI_NAMES.get(name, name) for name in _SENT}   # our name -> OpenAI body name
 
 
 # server flavour -> {constraint kind: body field}

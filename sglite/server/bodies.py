@@ -34,6 +34,7 @@ class _SGLangExtras(_Body):
     dry_base: Optional[float] = None
     dry_allowed_length: Optional[int] = None
     dry_sequence_breakers: Optional[list[str]] = None
+    close_at_budget: Optional[bool] = None
 
 
 class StreamOptions(_Body):

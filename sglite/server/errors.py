@@ -9,10 +9,10 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from sglite.protocol import RequestError
+from sglite.protocol import OPENAI_NAMES, RequestError
 
 # engine / SGLang parameter names -> the OpenAI request field a client actually sent
-OPENAI_PARAM_NAMES = {"max_new_tokens": "max_tokens", "min_new_tokens": "min_tokens"}
+OPENAI_PARAM_NAMES = OPENAI_NAMES
 
 _TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 404: "invalid_request_error",
           405: "invalid_request_error", 413: "invalid_request_error", 503: "server_error"}

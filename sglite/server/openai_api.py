@@ -13,7 +13,7 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglite.protocol import CONSTRAINT_KINDS, GenerateRequest, RequestError, SamplingParams
+from sglite.protocol import CONSTRAINT_KINDS, FIELD_NAMES, GenerateRequest, RequestError, SamplingParams
 
 from .bodies import ChatCompletionRequest, CompletionRequest
 from .engine_client import EngineClient, RequestStream, collect
@@ -27,10 +27,9 @@ from .tools import ToolCallText, ToolPlan, render_tool_messages, tool_call_messa
 
 MAX_N = 64
 MAX_TOP_LOGPROBS = 20
-_PASSTHROUGH = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
-                "repetition_penalty", "stop", "stop_token_ids", "stop_regex", "ignore_eos", "skip_special_tokens",
-                "no_stop_trim", *CONSTRAINT_KINDS, "seed", "n", "dry_multiplier", "dry_base",
-                "dry_allowed_length", "dry_sequence_breakers")
+# SamplingParams fields a body carries under their own names (OpenAI renames the token counts; logit_bias is
+# keyed by strings there)
+_PASSTHROUGH = tuple(sorted(FIELD_NAMES - set(OPENAI_PARAM_NAMES) - {"logit_bias"}))
 
 
 class OpenAIServing:

@@ -6,7 +6,7 @@ shared_prefix: N requests sharing a few-shot prefix, each with its own question,
     on vs off vs transformers generate (one left-padded batch) on the same token ids.
 multi_turn:    conversations of several turns (each turn's prompt = the chat so far): TTFT per turn, cache on/off.
 continuous:    requests with mixed output lengths: continuous batching vs static batches of the same size.
---scale shrinks request counts and lengths (1.0 = the sizes in issue 3) so a run fits a shared 2-core CPU.
+--scale shrinks request counts and lengths (1.0 = the full sizes: 32 requests, a 1,002-token prefix) so a run fits a shared 2-core CPU.
 """
 from __future__ import annotations
 
@@ -216,7 +216,7 @@ def main() -> None:
     from sglite.runtime.model import load_model
 
     model = load_model()
-    print(f"torch threads: {torch.get_num_threads()}; scale {args.scale} of issue 3's sizes; float32 CPU")
+    print(f"torch threads: {torch.get_num_threads()}; scale {args.scale} of the full sizes; float32 CPU")
     for name, fn in (("shared_prefix", shared_prefix), ("multi_turn", multi_turn), ("continuous", continuous)):
         if args.section in (name, "all"):
             fn(model, args)

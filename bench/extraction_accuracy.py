@@ -1,5 +1,5 @@
 """Field accuracy of the main job, field by field: sglite under each JSON whitespace mode beside llama.cpp's server
-on the same GGUF, the same chat messages and the same schema, in one run (issue 14).
+on the same GGUF, the same chat messages and the same schema, in one run.
 
     python bench/extraction_accuracy.py                                  # modes compact,standard,flexible
     python bench/extraction_accuracy.py --modes standard --skip-llamacpp --limit 5

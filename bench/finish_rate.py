@@ -1,4 +1,4 @@
-"""Constrained generation that finishes (issue 18): how often a JSON-schema output ends, valid, before the token
+"""Constrained generation that finishes: how often a JSON-schema output ends, valid, before the token
 budget, with each generation-mode measure off and on, beside llama.cpp's server on the same GGUF and prompts.
 
     python bench/finish_rate.py                         # every configuration and llama.cpp (CPU: ~10-20 min)

@@ -1,4 +1,4 @@
-"""What the finishing measures (issue 18: unique keys, generation caps, DRY, closing at the budget) cost per
+"""What the finishing measures (unique keys, generation caps, DRY, closing at the budget) cost per
 constrained decode step: the same 32 prompts decoded under the same JSON schema with the measures off and as
 shipped, batch 32, jump-forward off.
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one GPU check for sglite's Triton kernels (issue 7). Run from anywhere:  bash bench/gpu_check.sh
+# The one GPU check for sglite's Triton kernels. Run from anywhere:  bash bench/gpu_check.sh
 #
 # 1. environment: GPU, torch, triton (installs nothing; says what is missing)
 # 2. kernel tests on CUDA (tests/kernels: kernels vs torch references, Triton vs torch backend on a tiny model)

@@ -1,6 +1,6 @@
 """Synthetic financial-report excerpts with gold values known by construction: a larger accuracy set for the main
-job than the 20 hand-written reports (issue 18 asks whether a generation default costs gold fields; 139 fields
-cannot tell a 2-field loss from run-to-run noise).
+job than the 20 hand-written reports (whether a generation default costs gold fields: 139 fields cannot tell a
+2-field loss from run-to-run noise).
 
     python bench/synthetic_reports.py            # writes examples/data/synthetic_reports{,_gold}.jsonl
     python bench/synthetic_reports.py --count 120 --seed 1 --out-dir /tmp

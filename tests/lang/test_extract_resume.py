@@ -1,4 +1,4 @@
-"""The target of issue 14 part 4: `sglite extract` killed with SIGKILL mid-job loses nothing it finished, and
+"""`sglite extract` killed with SIGKILL mid-job loses nothing it finished, and
 `--resume` completes the job: the output then holds each input id exactly once, and every line parses.
 Runs the tiny random-weight model; the schema bounds every field, so its records finish within --max-tokens."""
 from __future__ import annotations

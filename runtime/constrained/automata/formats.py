@@ -13,7 +13,7 @@ _OFFSET = "([zZ]|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
 # other offsets: rejecting is the safe direction for generation, and exact is too big. Exact (each local HH:MM
 # tied to its one '+' and one '-' offset, a 1440-way product) was measured: the `time` string lexeme's byte
 # DFA grows from 207 to 145,247 states and compiles in 265 s instead of 0.4 s. Built directly as an automaton
-# instead of a regex (session 10) it is still about 11,000 character states, and no DFA can do with fewer: the
+# instead of a regex it is still about 11,000 character states, and no DFA can do with fewer: the
 # local minute of day (1440 values) must be remembered at each of the six positions between it and the
 # offset's sign. Lowered, that is 11 MB and 0.7 s in generation mode, and with every JSON escape spelling
 # (\u0030 for a digit) 66,000 states, 68 MB and 4.8 s, for a value no extraction writes.

@@ -74,13 +74,11 @@ class TokenClasses:
 class TokenIndex(VocabTrie):
     """Immutable view of a tokenizer's vocabulary (plus caches that only grow). One per tokenizer.
 
-    Building one leaves process-wide state alone. It used to call gc.freeze(), against full collections
-    traversing the trie; the trie now holds nothing the collector tracks (see VocabTrie: +14 tracked objects
-    instead of +100k), and neither do the DFA rows the parser steps over (ByteDFA.table_list). Measured over
-    150 MaskBench schemas with torch imported: one full collection (350-480 ms) without the freeze, five with it
-    (0.8-1.3 s in all, what was created after the freeze); an engine run of 20 JSON schemas on the real model
-    had one either way. Freezing a loaded model's objects (torch brings ~670k tracked objects, most of a full
-    collection's time) is the embedding application's choice: `gc.freeze()` after loading."""
+    Building one leaves process-wide state alone (no gc.freeze()): the trie holds nothing the garbage collector
+    tracks (see VocabTrie: 14 tracked objects, not one per token), and neither do the DFA rows the parser steps
+    over (ByteDFA.table_list), so full collections stay cheap without it. Freezing a loaded model's objects
+    (torch brings ~670k tracked objects, most of a full collection's time) is the embedding application's
+    choice: `gc.freeze()` after loading."""
 
     def __init__(self, tokenizer):
         super().__init__(tokenizer)

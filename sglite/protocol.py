@@ -402,6 +402,15 @@ TokenLogprob = tuple
 TopLogprobs = list   # of TokenLogprob, best first
 
 
+# the counters a StreamChunk (totals so far) and a GenerateOutput (final) both carry, as meta_info reports them
+OUTPUT_COUNTERS = ("prompt_tokens", "completion_tokens", "forced_tokens", "cached_tokens", "decode_passes",
+                   "spec_accepted_tokens", "capped_values", "closed_at_budget")
+
+
+def _counters(out: "StreamChunk | GenerateOutput") -> dict[str, Any]:
+    return {"id": out.rid, **{name: getattr(out, name) for name in OUTPUT_COUNTERS}}
+
+
 @dataclass(frozen=True)
 class StreamChunk:
     """What one engine step added to one request. Fields named `new_*` and `text_delta` are increments since
@@ -457,14 +466,9 @@ class GenerateOutput:
     def completion_tokens(self) -> int:
         return len(self.output_ids)
 
-    def to_dict(self) -> dict[str, Any]:
-        meta: dict[str, Any] = {
-            "id": self.rid, "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-            "forced_tokens": self.forced_tokens, "cached_tokens": self.cached_tokens,
-            "decode_passes": self.decode_passes, "spec_accepted_tokens": self.spec_accepted_tokens,
-            "capped_values": self.capped_values, "closed_at_budget": self.closed_at_budget,
-            "finish_reason": self.finish_reason.to_dict(),
-        }
+    def meta_info(self) -> dict[str, Any]:
+        """SGLang's `meta_info` of a finished request: counts, finish reason, and logprobs when asked for."""
+        meta = {**_counters(self), "finish_reason": self.finish_reason.to_dict()}
         if self.e2e_latency is not None:
             meta["e2e_latency"] = self.e2e_latency
         if self.ttft is not None:
@@ -474,24 +478,28 @@ class GenerateOutput:
             meta["input_top_logprobs"] = list(self.input_top_logprobs or ())
             meta["output_token_logprobs"] = list(self.output_token_logprobs)
             meta["output_top_logprobs"] = list(self.output_top_logprobs or ())
-        return {"text": self.text, "output_ids": list(self.output_ids), "meta_info": meta}
+        return meta
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "output_ids": list(self.output_ids), "meta_info": self.meta_info()}
 
 
-def chunk_to_dict(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
-    """A stream chunk in SGLang's dict shape (text and logprob lists are increments, counts are totals)."""
-    meta: dict[str, Any] = {
-        "id": chunk.rid, "prompt_tokens": chunk.prompt_tokens, "completion_tokens": chunk.completion_tokens,
-        "forced_tokens": chunk.forced_tokens, "cached_tokens": chunk.cached_tokens,
-        "decode_passes": chunk.decode_passes, "spec_accepted_tokens": chunk.spec_accepted_tokens,
-        "capped_values": chunk.capped_values, "closed_at_budget": chunk.closed_at_budget,
-        "finish_reason": chunk.finish_reason.to_dict() if chunk.finish_reason else None,
-    }
+def chunk_meta_info(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
+    """SGLang's `meta_info` of a stream chunk: counts so far, the finish reason on the last one, and with
+    `with_logprobs` this chunk's logprob increments."""
+    meta = {**_counters(chunk), "finish_reason": chunk.finish_reason.to_dict() if chunk.finish_reason else None}
     if with_logprobs:
         meta["input_token_logprobs"] = list(chunk.input_token_logprobs)
         meta["input_top_logprobs"] = list(chunk.input_top_logprobs)
         meta["output_token_logprobs"] = list(chunk.new_token_logprobs)
         meta["output_top_logprobs"] = list(chunk.new_top_logprobs)
-    return {"text": chunk.text_delta, "output_ids": list(chunk.new_token_ids), "meta_info": meta}
+    return meta
+
+
+def chunk_to_dict(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
+    """A stream chunk in SGLang's dict shape (text and logprob lists are increments, counts are totals)."""
+    return {"text": chunk.text_delta, "output_ids": list(chunk.new_token_ids),
+            "meta_info": chunk_meta_info(chunk, with_logprobs)}
 
 
 # --- the engine boundary --------------------------------------------------------------------------------------

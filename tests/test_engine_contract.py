@@ -1,5 +1,6 @@
-"""The engine boundary (`sglite.protocol.EngineAPI`), checked the same way against the server's fake engine and
-the real `Engine` over the tiny random model: whatever passes here, the server and the language can drive."""
+"""The engine boundary (`sglite.protocol.EngineAPI`), checked the same way against the server's fake engine, the
+language tests' scripted engine and the real `Engine` over the tiny random model: whatever passes here, the server
+and the language can drive."""
 from __future__ import annotations
 
 import asyncio
@@ -15,6 +16,10 @@ LONG = {"max_new_tokens": 200, "ignore_eos": True}   # runs until aborted, in ev
 
 
 def _make(kind: str):
+    if kind == "scripted":   # the language tests' engine
+        from tests.lang.fake_engine import FakeEngine as ScriptedEngine
+
+        return ScriptedEngine(respond=lambda prompt, sp: " the quick brown fox" * 100, max_context=MAX_CONTEXT)
     if kind == "fake":
         from sglite.runtime.tokenizer import load_tokenizer
         from tests.server.fake_engine import FakeEngine
@@ -27,7 +32,7 @@ def _make(kind: str):
                   background=True)
 
 
-@pytest.fixture(scope="module", params=["fake", "real"])
+@pytest.fixture(scope="module", params=["fake", "scripted", "real"])
 def make_engine(request):
     """make_engine() -> an engine of this parametrization (shut down after the module); `.kind` names it."""
     made = []

@@ -121,3 +121,18 @@ def test_request_error_pickles():
 def test_protocol_imports_no_torch():
     code = "import sys, sglite.protocol; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_output_counters_are_one_list():
+    """A counter both a stream chunk and a finished output carry is in OUTPUT_COUNTERS, which meta_info reports."""
+    import dataclasses
+
+    from sglite.protocol import OUTPUT_COUNTERS, FinishReason, GenerateOutput, StreamChunk
+
+    def counters(cls):
+        return {f.name for f in dataclasses.fields(cls) if f.type in ("int", "bool")}
+
+    assert counters(StreamChunk) == set(OUTPUT_COUNTERS)
+    assert counters(GenerateOutput) | {"completion_tokens"} == set(OUTPUT_COUNTERS)   # a property there
+    out = GenerateOutput("r", "t", (1, 2), FinishReason.stop(), prompt_tokens=3, capped_values=1)
+    assert {k: out.meta_info()[k] for k in OUTPUT_COUNTERS} == {k: getattr(out, k) for k in OUTPUT_COUNTERS}

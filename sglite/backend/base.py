@@ -71,7 +71,7 @@ class Backend(ABC):
     @abstractmethod
     def generate(self, prompt: Prompt, params: GenParams) -> Completion:
         """Continue `prompt` under `params` (merged and validated: `params.sampling` is protocol's
-        SamplingParams; send it as `params.sampling.to_dict()`, SGLang's dict shape)."""
+        SamplingParams; an sglite engine takes `params.request(prompt.text)`, a GenerateRequest)."""
 
     def generate_stream(self, prompt: Prompt, params: GenParams) -> Iterator[Completion]:
         """Yield text increments; the last one carries the final meta_info. Default: one chunk."""

@@ -1,5 +1,7 @@
-"""EngineBackend: the shared logic of backends that speak `Engine.generate`'s dict API, in process (Runtime)
-or over HTTP (RuntimeEndpoint). Subclasses supply `_generate`, `_generate_stream` and `tokenize`."""
+"""EngineBackend: the shared logic of backends that run protocol `GenerateRequest`s on an sglite engine, in
+process (Runtime, through `EngineAPI.submit`) or over HTTP (RuntimeEndpoint, through `/generate`). Subclasses
+supply `_complete`, `_stream` and `tokenizer`; requests are typed up to that point, and a Completion's
+`meta_info` is SGLang's dict, what programs read."""
 from __future__ import annotations
 
 from abc import abstractmethod
@@ -8,7 +10,10 @@ from typing import Any, Iterator
 from ..lang.chat_template import ChatTemplate
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from ..lang.sampling import GenParams
+from ..protocol import GenerateRequest, SamplingParams
 from .base import Backend, Completion, Prompt
+
+_PREFILL_ONLY = SamplingParams(max_new_tokens=0)
 
 
 def _common_len(a: list[int], b: list[int]) -> int:
@@ -21,12 +26,13 @@ def _common_len(a: list[int], b: list[int]) -> int:
 
 class EngineBackend(Backend):
     @abstractmethod
-    def _generate(self, body: dict[str, Any]) -> Any:
-        """Engine.generate(**body) -> dict, or list of dicts for batched bodies."""
+    def _complete(self, requests: list[GenerateRequest]) -> list[Completion]:
+        """Runs the requests (each with n=1) together; one Completion per request, in order. A request the
+        engine refuses raises RequestError before any of them runs."""
 
     @abstractmethod
-    def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """Engine.generate(**body, stream=True): dicts whose `text` is the increment."""
+    def _stream(self, request: GenerateRequest) -> Iterator[Completion]:
+        """One request's text increments, each with its meta_info so far; the last one finishes."""
 
     @property
     @abstractmethod
@@ -42,31 +48,25 @@ class EngineBackend(Backend):
             self._template = self.template_from_tokenizer(self.tokenizer)
         return self._template
 
-    def _record(self, out: Any) -> Any:
-        for item in out if isinstance(out, list) else [out]:
-            self.usage.add(item.get("meta_info") or {})
-        return out
+    def _run(self, requests: list[GenerateRequest]) -> list[Completion]:
+        outs = self._complete(requests)
+        for out in outs:
+            self.usage.add(out.meta_info)
+        return outs
 
     # --- Backend ------------------------------------------------------------------------------------------
-    @staticmethod
-    def _generate_body(prompt: Prompt, params: GenParams) -> dict[str, Any]:
-        """Engine.generate's keywords: the sampling params as SGLang's dict (fields off their defaults)."""
-        return {"prompt": prompt.text, "sampling_params": params.sampling.to_dict(), **params.request_options()}
-
     def generate(self, prompt: Prompt, params: GenParams) -> Completion:
-        out = self._record(self._generate(self._generate_body(prompt, params)))
-        return Completion(out["text"], out.get("meta_info") or {})
+        return self._run([params.request(prompt.text)])[0]
 
     def generate_stream(self, prompt: Prompt, params: GenParams) -> Iterator[Completion]:
-        body = self._generate_body(prompt, params)
         last: dict[str, Any] = {}
-        for chunk in self._generate_stream(body):
-            last = chunk.get("meta_info") or last
-            yield Completion(chunk.get("text", ""), last)
+        for chunk in self._stream(params.request(prompt.text)):
+            last = chunk.meta_info or last
+            yield Completion(chunk.text, last)
         self.usage.add(last)
 
     def commit_prefix(self, prompt: Prompt) -> None:
-        self._record(self._generate({"prompt": prompt.text, "sampling_params": {"max_new_tokens": 0}}))
+        self._run([GenerateRequest(params=_PREFILL_ONLY, text=prompt.text)])
 
     def select(self, prompt: Prompt, choices: list[str], temperature: float,
                method: ChoicesSamplingMethod) -> ChoicesDecision:
@@ -81,10 +81,9 @@ class EngineBackend(Backend):
         start = min(starts)
         if prefix_ids:
             self.commit_prefix(prompt)
-        outs = self._record(self._generate({
-            "input_ids": full, "sampling_params": [{"max_new_tokens": 0} for _ in full],
-            "return_logprob": True, "logprob_start_len": start}))
-        own = [out["meta_info"]["input_token_logprobs"][s - start:] for out, s in zip(outs, starts)]
+        outs = self._run([GenerateRequest(params=_PREFILL_ONLY, input_ids=f, return_logprob=True,
+                                          logprob_start_len=start) for f in full])
+        own = [out.meta_info["input_token_logprobs"][s - start:] for out, s in zip(outs, starts)]
         normalized = []
         for toks in own:
             lps = [t[0] for t in toks if t[0] is not None]
@@ -92,10 +91,9 @@ class EngineBackend(Backend):
         unconditional = None
         if method.requires_unconditional_logprobs:
             tails = [f[s:] for f, s in zip(full, starts)]
-            uouts = self._record(self._generate({
-                "input_ids": tails, "sampling_params": [{"max_new_tokens": 0} for _ in tails],
-                "return_logprob": True, "logprob_start_len": 0}))
-            unconditional = [u["meta_info"]["input_token_logprobs"] for u in uouts]
+            uouts = self._run([GenerateRequest(params=_PREFILL_ONLY, input_ids=t, return_logprob=True,
+                                               logprob_start_len=0) for t in tails])
+            unconditional = [u.meta_info["input_token_logprobs"] for u in uouts]
         return method(choices=choices, normalized_prompt_logprobs=normalized, input_token_logprobs=own,
                       output_token_logprobs=[[] for _ in choices], unconditional_token_logprobs=unconditional)
 

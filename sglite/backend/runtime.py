@@ -4,13 +4,16 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from ..lang.chat_template import ChatTemplate
+from ..protocol import GenerateRequest, chunk_meta_info
+from .base import Completion
 from .engine_backend import EngineBackend
 
 
 class Runtime(EngineBackend):
     """`sgl.Runtime(model=None, **engine_options)`: builds an `Engine` (model: None = the default model, a
     path, or a loaded Model) running its loop in a background thread. `Runtime(engine=...)` wraps an existing
-    engine (anything with Engine's generate / flush_cache / get_stats).
+    engine: anything that implements `sglite.protocol.EngineAPI` (the real Engine, a test fake), with
+    flush_cache and get_stats.
 
     The constructor only builds the engine (whose options, e.g. num_threads, are the engine's business); it
     registers no exit hook. Stop it with `shutdown()` (which shuts the engine down, wrapped or built) or
@@ -33,11 +36,27 @@ class Runtime(EngineBackend):
             tok = self.engine.model.tokenizer
         return tok
 
-    def _generate(self, body: dict[str, Any]) -> Any:
-        return self.engine.generate(**body)
+    def _complete(self, requests: list[GenerateRequest]) -> list[Completion]:
+        handles = []
+        try:
+            for r in requests:
+                handles += self.engine.submit(r)
+        except BaseException:
+            for h in handles:   # a later request was refused: the ones queued before it do not run on
+                self.engine.abort(h.rid)
+            raise
+        return [Completion(out.text, out.meta_info()) for out in (h.output() for h in handles)]
 
-    def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        return self.engine.generate(**body, stream=True)
+    def _stream(self, request: GenerateRequest) -> Iterator[Completion]:
+        (handle,) = self.engine.submit(request)
+        finished = False
+        try:
+            for chunk in handle:
+                finished = chunk.finished
+                yield Completion(chunk.text_delta, chunk_meta_info(chunk, request.return_logprob))
+        finally:
+            if not finished:   # the reader stopped early: free the request's slots
+                self.engine.abort(request.rid)
 
     def flush_cache(self) -> bool:
         return bool(self.engine.flush_cache())

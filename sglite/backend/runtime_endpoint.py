@@ -10,7 +10,8 @@ from typing import Any, Iterator
 import httpx
 
 from ..lang.chat_template import ChatTemplate
-from ..protocol import RequestError
+from ..protocol import GenerateRequest, RequestError
+from .base import Completion
 from .engine_backend import EngineBackend
 
 
@@ -37,10 +38,26 @@ class RuntimeEndpoint(EngineBackend):
 
     # --- HTTP ---------------------------------------------------------------------------------------------
     @staticmethod
-    def _body(body: dict[str, Any]) -> dict[str, Any]:
-        body = dict(body)
-        if "prompt" in body:
-            body["text"] = body.pop("prompt")
+    def _body(requests: list[GenerateRequest]) -> dict[str, Any]:
+        """/generate's body (SGLang's GenerateReqInput) for requests that share their logprob options; more
+        than one request makes a batched body."""
+        first = requests[0]
+        options = {"return_logprob": first.return_logprob, "logprob_start_len": first.logprob_start_len,
+                   "top_logprobs_num": first.top_logprobs_num}
+        for r in requests[1:]:
+            if (r.return_logprob, r.logprob_start_len, r.top_logprobs_num) != tuple(options.values()):
+                raise ValueError("a batched /generate body takes one set of logprob options")
+        key = "text" if first.text is not None else "input_ids"
+        prompts = [r.text if key == "text" else list(r.input_ids) for r in requests]
+        params = [r.params.to_dict() for r in requests]
+        body = {key: prompts if len(requests) > 1 else prompts[0],
+                "sampling_params": params if len(requests) > 1 else params[0]}
+        if first.return_logprob:
+            body["return_logprob"] = True
+        if first.logprob_start_len is not None:
+            body["logprob_start_len"] = first.logprob_start_len
+        if first.top_logprobs_num:
+            body["top_logprobs_num"] = first.top_logprobs_num
         return body
 
     @staticmethod
@@ -56,24 +73,22 @@ class RuntimeEndpoint(EngineBackend):
                                          f"{r.request.url.path} -> HTTP 400: {msg}")
             raise ServerError(f"{r.request.url.path} -> HTTP {r.status_code}: {msg}")
 
-    def _generate(self, body: dict[str, Any]) -> Any:
-        r = self.client.post("/generate", json=self._body(body))
+    def _complete(self, requests: list[GenerateRequest]) -> list[Completion]:
+        r = self.client.post("/generate", json=self._body(requests))
         self._check(r)
-        return r.json()
+        outs = r.json()
+        return [Completion(o["text"], o.get("meta_info") or {}) for o in (outs if isinstance(outs, list) else [outs])]
 
-    def _generate_stream(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        """The server's events (SGLang's format: each holds the result so far) as increments of `text` and
-        `output_ids`; `meta_info` stays the latest."""
-        seen: dict[int, tuple[int, int]] = {}   # batch index -> (characters, ids) already yielded
-        for chunk in self._generate_events(body):
-            i = chunk.get("index", 0)
-            text, ids = chunk.get("text") or "", chunk.get("output_ids") or []
-            chars, n = seen.get(i, (0, 0))
-            seen[i] = (len(text), len(ids))
-            yield {**chunk, "text": text[chars:], "output_ids": ids[n:]}
+    def _stream(self, request: GenerateRequest) -> Iterator[Completion]:
+        """The server's events (SGLang's format: each holds the text so far) as increments."""
+        seen = 0
+        for chunk in self._generate_events(self._body([request])):
+            text = chunk.get("text") or ""
+            yield Completion(text[seen:], chunk.get("meta_info") or {})
+            seen = len(text)
 
     def _generate_events(self, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
-        with self.client.stream("POST", "/generate", json={**self._body(body), "stream": True}) as r:
+        with self.client.stream("POST", "/generate", json={**body, "stream": True}) as r:
             if r.status_code >= 400:
                 r.read()
                 self._check(r)

@@ -15,7 +15,8 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .regexes import REGEX_BOOL
-from ..protocol import ALIASES, CONSTRAINT_KINDS, FIELD_NAMES, RequestError, SamplingParams, json_schema_text
+from ..protocol import (ALIASES, CONSTRAINT_KINDS, FIELD_NAMES, GenerateRequest, RequestError, SamplingParams,
+                        json_schema_text)
 
 @dataclass(frozen=True)
 class DtypeRule:
@@ -61,16 +62,10 @@ class GenParams:
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False   # accepted for SGLang programs; logprob entries always carry text
 
-    def request_options(self) -> dict[str, Any]:
-        """The logprob options that differ from the defaults, as `Engine.generate` keywords."""
-        out: dict[str, Any] = {}
-        if self.return_logprob:
-            out["return_logprob"] = True
-        if self.logprob_start_len is not None:
-            out["logprob_start_len"] = self.logprob_start_len
-        if self.top_logprobs_num:
-            out["top_logprobs_num"] = self.top_logprobs_num
-        return out
+    def request(self, text: str) -> GenerateRequest:
+        """The engine request that continues `text` under these params."""
+        return GenerateRequest(params=self.sampling, text=text, return_logprob=self.return_logprob,
+                               logprob_start_len=self.logprob_start_len, top_logprobs_num=self.top_logprobs_num)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,8 @@ def test_merged_params_reach_the_backends():
     p = opts.over(run)
     assert p.sampling == sgl.SamplingParams(max_new_tokens=5, stop=("\n",), temperature=0.0,
                                             json_schema='{"type": "integer"}')
-    assert p.request_options() == {"return_logprob": True, "top_logprobs_num": 2}
+    r = p.request("Hi")
+    assert (r.params, r.text, r.return_logprob, r.top_logprobs_num, r.logprob_start_len) == (p.sampling, "Hi", True, 2, None)
     assert repr(opts) == ("GenOptions(max_new_tokens=5, stop='\\n', json_schema='{\"type\": \"integer\"}', "
                           "return_logprob=True)")
 

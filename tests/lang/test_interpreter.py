@@ -108,7 +108,7 @@ def test_dtype_and_pydantic_schema():
     assert json.loads(g.params.sampling["json_schema"])["additionalProperties"] is False
     assert sgl.gen_int("i").params.sampling["regex"] == r"[-+]?[0-9]+(?:[ \n][\s\S]*)?"
     eng = FakeEngine(respond=lambda p, sp: "42")
-    s = sgl.function(lambda s: s.__iadd__(sgl.gen("n", dtype=int))).run(backend=Runtime(engine=eng))
+    s = sgl.function(lambda s: s.__iadd__("N:" + sgl.gen("n", dtype=int))).run(backend=Runtime(engine=eng))
     assert s["n"] == "42" and eng.gen_calls()[0]["sampling_params"]["stop"] == [" ", "\n"]
 
 

@@ -17,15 +17,14 @@ def _prog():
 
 
 def test_select_scores_all_choices_in_one_batch_over_cached_prefix():
-    eng = FakeEngine(liked={"negative"})
+    eng = FakeEngine(liked={"negative"}, latency=0.05)
     be = Runtime(engine=eng)
     s = _prog().run(text="awful", backend=be)
     assert s["label"] == " negative"
-    batches = [c for c in eng.calls if "batch" in c]
-    assert batches == [{"batch": 3}]
     prefix_len = len(eng.tokenizer.encode("Text: awful\nSentiment:"))
     scored = [c for c in eng.calls if c.get("logprob_start_len") is not None]
-    assert {c["logprob_start_len"] for c in scored} == {prefix_len}
+    assert len(scored) == 3 and {c["logprob_start_len"] for c in scored} == {prefix_len}
+    assert max(c["start"] for c in scored) < min(c["end"] for c in scored)   # one batch: all queued together
     meta = s.get_meta_info("label")
     assert meta["normalized_prompt_logprobs"] == [-5.0, 0.0, -5.0]
     assert [len(t) for t in meta["input_token_logprobs"]] == [1, 1, 1]

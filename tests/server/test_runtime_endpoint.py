@@ -13,11 +13,27 @@ def endpoint(server, engine_and_info):
 
 
 def test_generate_and_stream(endpoint):
-    body = {"prompt": "The capital of France is", "sampling_params": {"max_new_tokens": 6, "temperature": 0}}
-    out = endpoint._generate(body)
-    chunks = list(endpoint._generate_stream(body))
-    assert "".join(c["text"] for c in chunks) == out["text"]
-    assert chunks[-1]["meta_info"]["finish_reason"] == out["meta_info"]["finish_reason"]
+    from sglite.backend.base import Prompt
+    from sglite.lang.sampling import GenParams
+    from sglite.protocol import SamplingParams
+
+    prompt, params = Prompt("The capital of France is"), GenParams(SamplingParams(max_new_tokens=6, temperature=0))
+    out = endpoint.generate(prompt, params)
+    chunks = list(endpoint.generate_stream(prompt, params))
+    assert len(chunks) > 1 and "".join(c.text for c in chunks) == out.text
+    assert chunks[-1].meta_info["finish_reason"] == out.meta_info["finish_reason"]
+    assert out.meta_info["completion_tokens"] == 6
+
+
+def test_batched_body_carries_each_request_and_a_logprob_start_of_zero(endpoint):
+    from sglite.protocol import GenerateRequest, SamplingParams
+
+    reqs = [GenerateRequest(params=SamplingParams(max_new_tokens=0), input_ids=ids, return_logprob=True,
+                            logprob_start_len=0) for ids in ([5, 6, 7], [5, 6, 8, 9])]
+    body = endpoint._body(reqs)
+    assert body["input_ids"] == [[5, 6, 7], [5, 6, 8, 9]] and body["logprob_start_len"] == 0
+    outs = endpoint._complete(reqs)
+    assert [len(o.meta_info["input_token_logprobs"]) for o in outs] == [3, 4]
 
 
 def test_commit_prefix_and_select(endpoint, real_engine):

@@ -5,6 +5,8 @@ Layout (see sglite.runtime.kv_pool):
     k_cache, v_cache: [num_slots, Hkv, D]  one layer's pool buffers; Hq % Hkv == 0
     req_to_token:     [max_requests, max_context] int32; row req_pool_indices[b], columns :seq_lens[b]
     out:              [B, Hq, D]           same dtype as q
+    window:           None, or each query sees only its last `window` keys (a sliding window)
+    softcap:          None, or each scaled score s becomes softcap * tanh(s / softcap) before the softmax
 
 Flash-decoding in two kernels. Stage 1 splits each request's keys into `num_splits` chunks; one program handles
 one (request, KV head, chunk) for all Hq/Hkv query heads of the group at once (so K/V are read once per group),
@@ -19,7 +21,11 @@ _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 _LOG2E = 1.4426950408889634
 
 
-def _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens) -> None:
+def _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, window=None, softcap=None) -> None:
+    if window is not None and (not isinstance(window, int) or window <= 0):
+        raise ValueError(f"window must be a positive int or None, got {window!r}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap!r}")
     if q.dim() != 3 or k_cache.dim() != 3 or k_cache.shape != v_cache.shape:
         raise ValueError(f"decode attention wants q [B, Hq, D] and k_cache = v_cache [slots, Hkv, D], got "
                          f"{tuple(q.shape)}, {tuple(k_cache.shape)}, {tuple(v_cache.shape)}; pass one layer's "
@@ -45,10 +51,11 @@ def _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens) -> Non
 def decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                            req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                            scale: float, out: torch.Tensor | None = None,
-                           num_splits: int | None = None, workspace: tuple | None = None) -> torch.Tensor:
+                           num_splits: int | None = None, workspace: tuple | None = None,
+                           window: int | None = None, softcap: float | None = None) -> torch.Tensor:
     """Reference: gather each request's keys into a padded batch, softmax in fp32. `num_splits` and
     `workspace` (tuning knobs of the kernel) are ignored."""
-    _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
+    _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, window, softcap)
     B, Hq, D = q.shape
     Hkv = k_cache.shape[1]
     L = int(seq_lens.max()) if B else 0
@@ -59,6 +66,10 @@ def decode_attention_torch(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
     keys = torch.where(keep, k_cache[slots].float(), 0).repeat_interleave(Hq // Hkv, dim=2)   # [B, L, Hq, D]
     values = torch.where(keep, v_cache[slots].float(), 0).repeat_interleave(Hq // Hkv, dim=2)
     scores = torch.einsum("bhd,blhd->bhl", q.float(), keys) * scale            # [B, Hq, L]
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    if window is not None:
+        valid = valid & (cols[None, :] >= seq_lens[:, None] - window)
     scores = scores.masked_fill(~valid[:, None, :], float("-inf"))
     result = torch.einsum("bhl,blhd->bhd", scores.softmax(-1), values).to(q.dtype)
     if out is None:
@@ -78,16 +89,20 @@ def _kernels():
                             part_o, part_lse,
                             stride_qb, stride_qh, stride_cs, stride_ch, stride_rt,
                             stride_pb, stride_ph, stride_ps, stride_lb, stride_lh,
-                            scale_log2, G, D, NUM_SPLITS,
+                            scale, scale_log2, G, D, NUM_SPLITS, SOFTCAP, WINDOW: tl.constexpr,
                             BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr,
-                            PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+                            PRECISION: tl.constexpr, UPCAST: tl.constexpr, CAPPED: tl.constexpr):
         # grid: (B, Hkv, NUM_SPLITS). Rows of the tile are the G query heads of KV head `kvh` (padded to BLOCK_H).
+        # The visible keys [lo, seq_len) (lo > 0 with a window, WINDOW > 0) are split, not all of them.
         b = tl.program_id(0)
         kvh = tl.program_id(1)
         split = tl.program_id(2)
         seq_len = tl.load(seq_lens + b).to(tl.int32)
-        split_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N   # whole blocks per split
-        start = split * split_len
+        lo = 0
+        if WINDOW > 0:
+            lo = tl.maximum(seq_len - WINDOW, 0)
+        split_len = tl.cdiv(tl.cdiv(seq_len - lo, NUM_SPLITS), BLOCK_N) * BLOCK_N   # whole blocks per split
+        start = lo + split * split_len
         end = tl.minimum(start + split_len, seq_len)
 
         offs_h = tl.arange(0, BLOCK_H)
@@ -118,7 +133,11 @@ def _kernels():
             if UPCAST:
                 k = k.to(tl.float32)
                 v = v.to(tl.float32)
-            s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2              # [BLOCK_H, BLOCK_N]
+            s = tl.dot(q, tl.trans(k), input_precision=PRECISION)                           # [BLOCK_H, BLOCK_N]
+            if CAPPED:   # SOFTCAP * tanh(s / SOFTCAP) in log2 units, tanh(x) = 1 - 2 / (exp(2x) + 1)
+                s = SOFTCAP * (1.0 - 2.0 / (tl.exp(2.0 * (s * scale) / SOFTCAP) + 1.0)) * 1.4426950408889634
+            else:
+                s = s * scale_log2
             s = tl.where(n_ok[None, :], s, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(s, 1))
             alpha = tl.exp2(m_i - m_new)
@@ -136,12 +155,14 @@ def _kernels():
     @triton.jit
     def decode_merge_kernel(part_o, part_lse, seq_lens, out,
                             stride_pb, stride_ph, stride_ps, stride_lb, stride_lh, stride_ob, stride_oh,
-                            D, NUM_SPLITS,
+                            D, NUM_SPLITS, WINDOW: tl.constexpr,
                             BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr):
         # grid: (B, Hq). Weighted sum of the non-empty splits' outputs by exp2(lse - max lse).
         b = tl.program_id(0).to(tl.int64)
         h = tl.program_id(1)
         seq_len = tl.load(seq_lens + b).to(tl.int32)
+        if WINDOW > 0:
+            seq_len = tl.minimum(seq_len, WINDOW)          # the visible keys, as the split kernel counts them
         split_len = tl.cdiv(tl.cdiv(seq_len, NUM_SPLITS), BLOCK_N) * BLOCK_N
         used = tl.cdiv(seq_len, split_len)
         offs_s = tl.arange(0, BLOCK_S)
@@ -175,12 +196,13 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
                             req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
                             scale: float, out: torch.Tensor | None = None,
                             num_splits: int | None = None, workspace: tuple | None = None, *,
+                            window: int | None = None, softcap: float | None = None,
                             block_n: int | None = None, num_warps: int | None = None,
                             num_stages: int = 2) -> torch.Tensor:
     """Triton flash-decoding; same contract as the reference. seq_lens[b] >= 1. `workspace` (from
     `decode_workspace`) lets a caller reuse the fp32 split buffers across layers. `block_n` (keys per step, a
     power of two >= 16), `num_warps` and `num_stages` are tuning knobs for bench/kernels.py. Returns `out`."""
-    _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
+    _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, window, softcap)
     if q.stride(2) != 1 or k_cache.stride(2) != 1 or v_cache.stride() != k_cache.stride():
         raise ValueError("decode attention needs head_dim contiguous in q and the caches (and both caches laid "
                          "out alike); call q.contiguous()")
@@ -215,13 +237,13 @@ def decode_attention_triton(q: torch.Tensor, k_cache: torch.Tensor, v_cache: tor
         q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, part_o, part_lse,
         q.stride(0), q.stride(1), k_cache.stride(0), k_cache.stride(1), req_to_token.stride(0),
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),
-        scale * _LOG2E, G, D, num_splits,
+        scale, scale * _LOG2E, G, D, num_splits, float(softcap or 1.0), window or 0,
         BLOCK_H=max(16, triton.next_power_of_2(G)), BLOCK_D=block_d, BLOCK_N=block_n, PRECISION=precision,
-        UPCAST=not q.is_cuda, num_warps=num_warps, num_stages=num_stages)
+        UPCAST=not q.is_cuda, CAPPED=softcap is not None, num_warps=num_warps, num_stages=num_stages)
     merge_kernel[(B, Hq)](
         part_o, part_lse, seq_lens, out,
         part_o.stride(0), part_o.stride(1), part_o.stride(2), part_lse.stride(0), part_lse.stride(1),
-        out.stride(0), out.stride(1), D, num_splits,
+        out.stride(0), out.stride(1), D, num_splits, window or 0,
         BLOCK_S=max(2, triton.next_power_of_2(num_splits)), BLOCK_D=block_d, BLOCK_N=block_n)
     return out
 

@@ -12,6 +12,7 @@
  *   seq_lens [B]           entry b attends over columns start .. seq_lens[b]-1 (at least one)
  *   out      [B][Hq][D]    float32, normalised; lse_max, lse_sum [B][Hq]: each head's score max and sum of
  *                          exp(score - max), to merge with attention over columns :start computed elsewhere
+ *   softcap  > 0: each scaled score s becomes softcap * tanh(s / softcap) before the softmax (Gemma 2); 0: off
  *
  * Jobs: a run of adjacent entries with the same table row (one request, MAX_RUN entries at most) x a chunk of
  * CHUNK columns from `start`. A job reads each slot of the chunk whole (every KV head), widening a block of 16
@@ -153,6 +154,16 @@ static inline __attribute__((always_inline)) void pv(float *restrict acc, const 
         vstore(acc + 16 * c, o[c]);
 }
 
+/* cap * tanh(x / cap), through exp_neg of -2|x| / cap: tanh(a) = (1 - e) / (1 + e), e = exp(-2a), a >= 0 */
+static inline vf soft_cap(vf x, float cap) {
+    const vf t = x * vsplat(1.f / cap);
+    const vi neg = t < vsplat(0.f);
+    const vf a = vselect(neg, -t, t);
+    const vf e = exp_neg(vsplat(-2.f) * a);
+    const vf th = (vsplat(1.f) - e) / (vsplat(1.f) + e);
+    return vsplat(cap) * vselect(neg, -th, th);
+}
+
 typedef struct {
     const float *q;
     const char *k, *v;
@@ -162,7 +173,7 @@ typedef struct {
     const int64_t *rows, *seq_lens;
     int Hq, Hk, D;
     int64_t start;
-    float scale;
+    float scale, softcap;
     int64_t max_chunks;
     float *acc, *cmax, *csum;      /* [B][Hk][max_chunks][G][D], [B][Hk][max_chunks][G] */
 } Call;
@@ -252,6 +263,9 @@ static inline __attribute__((always_inline)) void attend_chunk(const Call *c, in
     for (int i = 0; i < nq; i++) {
         float *s = sc + (size_t)i * CHUNK;
         const int nb = (n[i] + 15) / 16;
+        if (c->softcap > 0.f)
+            for (int b = 0; b < nb; b++)
+                vstore(s + 16 * b, soft_cap(vload(s + 16 * b), c->softcap));
         vf mv = vsplat(-INFINITY);
         for (int b = 0; b < nb; b++) {
             const vf x = vload(s + 16 * b);
@@ -372,7 +386,7 @@ static void merge(const Call *c, int64_t b, int kh, float *out, float *lse_max, 
  * of 16 or above MAX_D, elem not 2 or 4), with out untouched. */
 int attn_decode(const float *q, const void *k, const void *v, int elem, const int32_t *table, int64_t ld,
                 const int64_t *rows, const int64_t *seq_lens, int64_t B, int Hq, int Hk, int D, int64_t start,
-                float scale, float *out, float *lse_max, float *lse_sum, int nthreads) {
+                float scale, float softcap, float *out, float *lse_max, float *lse_sum, int nthreads) {
     if (D % 16 || D > MAX_D || D <= 0 || (elem != 2 && elem != 4) || Hk <= 0 || Hq % Hk)
         return -1;
     const int G = Hq / Hk;
@@ -419,7 +433,7 @@ int attn_decode(const float *q, const void *k, const void *v, int elem, const in
             }
         const size_t parts = (size_t)B * Hk * max_chunks * G;
         Call c = {q, (const char *)k, (const char *)v, elem, table, ld, rows, seq_lens, Hq, Hk, D, start, scale,
-                  max_chunks, scratch, scratch + parts * D, scratch + parts * (D + 1)};
+                  softcap, max_chunks, scratch, scratch + parts * D, scratch + parts * (D + 1)};
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
         {
 #pragma omp for schedule(static)

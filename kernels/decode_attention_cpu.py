@@ -46,7 +46,8 @@ def available() -> bool:
 
 def _declare(lib: ctypes.CDLL) -> None:
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
-    lib.attn_decode.argtypes = [p, p, p, i32, p, i64, p, p, i64, i32, i32, i32, i64, ctypes.c_float, p, p, p, i32]
+    f32 = ctypes.c_float
+    lib.attn_decode.argtypes = [p, p, p, i32, p, i64, p, p, i64, i32, i32, i32, i64, f32, f32, p, p, p, i32]
     lib.attn_decode.restype = i32
 
 
@@ -57,7 +58,7 @@ MAX_NATIVE_HEAD_DIM = 256        # the C kernel takes head dims that are multipl
 
 def native_kernel():
     """The C kernel as a numba function of the numpy arrays (q, k_bits, v_bits, table, rows, seq_lens, start,
-    scale, out, lse_max, lse_sum, threads) -> status (0, or -1: out of memory), or None when it cannot be built
+    scale, softcap (0: off), out, lse_max, lse_sum, threads) -> status (0, or -1: out of memory), or None when it cannot be built
     (no C compiler, SGLITE_NATIVE_KERNELS=0) or numba is missing. Unchecked: callers pass what
     decode_attention_into takes, with a head dim that is a multiple of 16 up to MAX_NATIVE_HEAD_DIM."""
     if not _native_kernel:
@@ -67,10 +68,11 @@ def native_kernel():
             fn = lib.attn_decode
 
             @numba.njit
-            def call(q, k_bits, v_bits, table, rows, seq_lens, start, scale, out, lse_max, lse_sum, threads):
+            def call(q, k_bits, v_bits, table, rows, seq_lens, start, scale, softcap, out, lse_max, lse_sum,
+                     threads):
                 return fn(q.ctypes.data, k_bits.ctypes.data, v_bits.ctypes.data, k_bits.itemsize,
                           table.ctypes.data, table.shape[1], rows.ctypes.data, seq_lens.ctypes.data, q.shape[0],
-                          q.shape[1], k_bits.shape[1], q.shape[2], start, scale, out.ctypes.data,
+                          q.shape[1], k_bits.shape[1], q.shape[2], start, scale, softcap, out.ctypes.data,
                           lse_max.ctypes.data, lse_sum.ctypes.data, threads)
         _native_kernel.append(call)
     return _native_kernel[0]
@@ -153,7 +155,7 @@ if numba is not None:
 
     # compiled once, not inlined into the two entry points: each would vectorize its own copy differently
     @numba.njit(fastmath=True, cache=True)
-    def _job(b, kh, c, q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc, cmax, csum):
+    def _job(b, kh, c, q, k_buf, v_buf, table, rows, seq_lens, start, scale, softcap, acc, cmax, csum):
         """Row b's G query heads of KV head kh over chunk c of its columns: [lo, hi) = start + c * CHUNK + [0,
         CHUNK) cut at seq_lens[b]. Writes acc[b, kh, c] [G, D] = sum of exp(score - m) * v, cmax[b, kh, c] [G]
         = m (the chunk's score max), csum[b, kh, c] [G] = sum of exp(score - m). Keys go four at a time, their
@@ -194,6 +196,10 @@ if numba is not None:
                     a0 += qg[g, d] * rows4[0, d]
                 scores[g, i] = a0
             i += 1
+        if softcap > 0:
+            for g in range(G):
+                for i in range(n):
+                    scores[g, i] = softcap * np.tanh(scores[g, i] / softcap)
         for g in range(G):
             m = scores[g, 0]
             for i in range(1, n):
@@ -286,21 +292,21 @@ if numba is not None:
         return chunks, jobs, acc, np.empty(acc.shape[:4], np.float32), np.empty(acc.shape[:4], np.float32)
 
     @numba.njit(fastmath=True, cache=True)
-    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
+    def _decode_serial(q, k_buf, v_buf, table, rows, seq_lens, start, scale, softcap, out, lse_max, lse_sum):
         chunks, jobs, acc, cmax, csum = _scratch(q, k_buf, rows, seq_lens, start)
         for j in range(jobs.shape[0]):
-            _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc,
-                 cmax, csum)
+            _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, softcap,
+                 acc, cmax, csum)
         Hk = k_buf.shape[1]
         for j in range(q.shape[0] * Hk):
             _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
 
     @numba.njit(parallel=True, fastmath=True, cache=True)
-    def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, start, scale, out, lse_max, lse_sum):
+    def _decode_parallel(q, k_buf, v_buf, table, rows, seq_lens, start, scale, softcap, out, lse_max, lse_sum):
         chunks, jobs, acc, cmax, csum = _scratch(q, k_buf, rows, seq_lens, start)
         for j in numba.prange(jobs.shape[0]):
-            _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, acc,
-                 cmax, csum)
+            _job(jobs[j, 0], jobs[j, 1], jobs[j, 2], q, k_buf, v_buf, table, rows, seq_lens, start, scale, softcap,
+                 acc, cmax, csum)
         Hk = k_buf.shape[1]
         for j in numba.prange(q.shape[0] * Hk):
             _merge(j // Hk, j % Hk, chunks[j // Hk], acc, cmax, csum, out, lse_max, lse_sum)
@@ -315,7 +321,7 @@ def warm_up() -> None:
         bits = np.zeros((1, 1, 16), np.int16)
         arrays = (np.empty_like(q), np.empty((1, 1), np.float32), np.empty((1, 1), np.float32))
         native(q, bits, bits, np.zeros((1, 1), np.int32), np.zeros(1, np.int64), np.ones(1, np.int64),
-               np.int64(0), np.float32(1.0), *arrays, np.int32(1))
+               np.int64(0), np.float32(1.0), np.float32(0.0), *arrays, np.int32(1))
 
 
 def parallel_worth_it(seq_lens: np.ndarray, start: int, kv_heads: int) -> bool:
@@ -334,11 +340,13 @@ def cache_bits(cache: torch.Tensor) -> np.ndarray:
 
 def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
                             req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float, start: int = 0,
-                            parallel: bool | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                            parallel: bool | None = None, softcap: float | None = None
+                            ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The unchecked kernel call over numpy arrays: q [B, Hq, D] float32 contiguous, k/v bits from
     cache_bits(); attends over columns start..seq_lens[b]-1 (each request must have one). Returns
     (out [B, Hq, D] float32, normalised over those columns; score max [B, Hq]; sum of exp(score - max)
-    [B, Hq]), the last two to merge with attention over columns :start computed elsewhere. For callers that
+    [B, Hq]), the last two to merge with attention over columns :start computed elsewhere (`softcap`: scores
+    capped as softcap * tanh(score / softcap); the two parts then merge only if both were capped). For callers that
     checked their layout once (the attention backend); everyone else calls decode_attention_cpu.
 
     `parallel` picks the entry point (None: by job count). Both call the one compiled `_job`, so a query row's
@@ -355,26 +363,27 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
         if parallel is None:
             parallel = parallel_worth_it(seq_lens, start, k_bits.shape[1]) and match_torch_threads() > 1
         decode_attention_into(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, scale, out, parallel,
-                              start)
+                              start, softcap)
     return out
 
 
 def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
                           req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float,
                           out: tuple[np.ndarray, np.ndarray, np.ndarray], parallel: bool,
-                          start: int = 0) -> np.ndarray:
+                          start: int = 0, softcap: float | None = None) -> np.ndarray:
     """decode_attention_arrays into caller-owned arrays `out` = (out [B, Hq, D] float32, score max [B, Hq], sum
     of exp [B, Hq]), B >= 1, for a caller that makes them once per pass and calls once per layer (the
     allocations cost about what the kernel's arithmetic does on a short context). Returns out[0]."""
     native = native_kernel()
+    cap = np.float32(softcap or 0.0)
     if native is not None and q.shape[2] % 16 == 0 and q.shape[2] <= MAX_NATIVE_HEAD_DIM:
         threads = torch.get_num_threads() if parallel else 1    # the C kernel takes its count per call
         if native(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
-                  out[0], out[1], out[2], np.int32(threads)) != 0:
+                  cap, out[0], out[1], out[2], np.int32(threads)) != 0:
             raise MemoryError(f"decode attention: out of memory for {q.shape[0]} query rows")
         return out[0]
     kernel = _decode_parallel if parallel else _decode_serial
-    kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale),
+    kernel(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, np.int64(start), np.float32(scale), cap,
            out[0], out[1], out[2])
     return out[0]
 
@@ -422,13 +431,17 @@ def merge_attention(a: tuple[torch.Tensor, ...], b: tuple[torch.Tensor, ...]) ->
 def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, k_bits: np.ndarray,
                            v_bits: np.ndarray, req_to_token: np.ndarray, req_pool_indices: np.ndarray,
                            seq_lens: np.ndarray, scale: float, prefix_slots: torch.Tensor | None = None,
-                           parallel: bool | None = None) -> torch.Tensor:
+                           parallel: bool | None = None, softcap: float | None = None) -> torch.Tensor:
     """Unchecked: the kernel over each request's columns after `prefix_slots` (all of them when None), merged
-    with the cascade GEMM over `prefix_slots` [P] that every request starts with. k/v bits from cache_bits() of
-    k_cache/v_cache; index arrays as in decode_attention_arrays. Returns [B, Hq, D] in q's dtype."""
+    with the cascade GEMM over `prefix_slots` [P] that every request starts with (not with `softcap`, which the
+    cascade does not apply). k/v bits from cache_bits() of k_cache/v_cache; index arrays as in
+    decode_attention_arrays. Returns [B, Hq, D] in q's dtype."""
     start = 0 if prefix_slots is None else len(prefix_slots)
+    if start and softcap is not None:
+        raise ValueError("the shared-prefix cascade does not soft-cap scores; pass prefix_slots=None with softcap")
     parts = decode_attention_arrays(q.float().contiguous().numpy(), k_bits, v_bits, req_to_token,
-                                    req_pool_indices, seq_lens, scale, start=start, parallel=parallel)
+                                    req_pool_indices, seq_lens, scale, start=start, parallel=parallel,
+                                    softcap=softcap)
     out = torch.from_numpy(parts[0])
     if start:
         out = merge_attention(shared_prefix_attention(q, k_cache, v_cache, prefix_slots, scale),
@@ -438,21 +451,41 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
 
 def decode_attention_cpu(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                          req_to_token: torch.Tensor, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
-                         scale: float, out: torch.Tensor | None = None, shared_prefix: int = 0) -> torch.Tensor:
+                         scale: float, out: torch.Tensor | None = None, shared_prefix: int = 0,
+                         window: int | None = None, softcap: float | None = None) -> torch.Tensor:
     """Attention of each request's one query over its seq_lens[b] cached tokens (every seq_len >= 1).
     shared_prefix=P > 0 says every request's first P slots are the same (a shared cached prefix, P <
-    every seq_len): those columns are attended in one cascade GEMM, the rest by the kernel, then merged."""
-    _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens)
+    every seq_len): those columns are attended in one cascade GEMM, the rest by the kernel, then merged.
+    window: each query sees only its last `window` columns (read through a table of those columns, see
+    window_table). softcap: scores capped as softcap * tanh(score / softcap) (neither takes a shared prefix)."""
+    _check(q, k_cache, v_cache, req_to_token, req_pool_indices, seq_lens, window, softcap)
+    if shared_prefix and (window is not None or softcap is not None):
+        raise ValueError("shared_prefix cannot be combined with window or softcap")
     if q.device.type != "cpu":
         raise ValueError(f"decode_attention_cpu runs on the CPU; q is on {q.device}")
     if shared_prefix and not (0 < shared_prefix < int(seq_lens.min())):
         raise ValueError(f"shared_prefix must be below every seq_len (min {int(seq_lens.min())}), "
                          f"got {shared_prefix}")
     prefix_slots = req_to_token[req_pool_indices[0], :shared_prefix].long() if shared_prefix else None
-    res = paged_decode_attention(q, k_cache, v_cache, cache_bits(k_cache), cache_bits(v_cache),
-                                 req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy(), scale,
-                                 prefix_slots)
+    table, rows, lens = req_to_token.numpy(), req_pool_indices.numpy(), seq_lens.numpy()
+    if window is not None:
+        table, rows, lens = window_table(table, rows, lens, window)
+    res = paged_decode_attention(q, k_cache, v_cache, cache_bits(k_cache), cache_bits(v_cache), table, rows, lens,
+                                 scale, prefix_slots, softcap=softcap)
     if out is not None:
         out.copy_(res)
         return out
     return res
+
+
+def window_table(req_to_token: np.ndarray, req_pool_indices: np.ndarray, seq_lens: np.ndarray, window: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A sliding window as the kernel reads it: (table [B, min(window, max len)] int32 of each entry's last
+    `window` slots, rows 0..B-1, their lengths). An entry's columns then start at its first visible one, so its
+    result depends on its own columns only, as without a window."""
+    seq_lens = np.asarray(seq_lens, np.int64)
+    start = np.maximum(seq_lens - window, 0)                                          # [B]
+    width = int(min(window, seq_lens.max())) if len(seq_lens) else 1
+    cols = np.minimum(start[:, None] + np.arange(width)[None, :], req_to_token.shape[1] - 1)
+    table = np.ascontiguousarray(req_to_token[np.asarray(req_pool_indices, np.int64)[:, None], cols], np.int32)
+    return table, np.arange(len(seq_lens), dtype=np.int64), seq_lens - start

@@ -9,6 +9,8 @@ Layout:
                       columns :prefix_lens[b]
     prefix_lens, extend_lens: [B]; sum(extend_lens) == T
     out:              [T, Hq, D]            new token i of request b sees keys at positions <= prefix_lens[b] + i
+    window:           None, or a query at position p sees only keys at positions > p - window (sliding window)
+    softcap:          None, or each scaled score s becomes softcap * tanh(s / softcap) before the softmax
 
 One program handles BLOCK_M new tokens of one (request, query head): first the prefix keys gathered through
 req_to_token (no mask but the length), then the request's new keys read contiguously from k/v up to the causal
@@ -48,13 +50,22 @@ def _check(q, k, v, k_cache, v_cache, req_to_token, req_pool_indices, prefix_len
         raise ValueError(f"all inputs must be on one device, got {sorted(map(str, devices))}")
 
 
+def _check_window(window, softcap) -> None:
+    if window is not None and (not isinstance(window, int) or window <= 0):
+        raise ValueError(f"window must be a positive int or None, got {window!r}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap!r}")
+
+
 def extend_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor,
                            v_cache: torch.Tensor, req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                            prefix_lens: torch.Tensor, extend_lens: torch.Tensor, scale: float,
-                           out: torch.Tensor | None = None, max_extend: int | None = None) -> torch.Tensor:
+                           out: torch.Tensor | None = None, max_extend: int | None = None,
+                           window: int | None = None, softcap: float | None = None) -> torch.Tensor:
     """Reference: one request at a time, prefix keys from the pool then the new keys, fp32 softmax.
     `max_extend` (a kernel hint) is ignored."""
     _check(q, k, v, k_cache, v_cache, req_to_token, req_pool_indices, prefix_lens, extend_lens)
+    _check_window(window, softcap)
     T, Hq, D = q.shape
     G = Hq // k.shape[1]
     result = torch.empty_like(q)
@@ -64,7 +75,12 @@ def extend_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_
         keys = torch.cat([k_cache[slots], k[start:start + e]]).float().repeat_interleave(G, dim=1)  # [p+e, Hq, D]
         values = torch.cat([v_cache[slots], v[start:start + e]]).float().repeat_interleave(G, dim=1)
         scores = torch.einsum("ihd,jhd->hij", q[start:start + e].float(), keys) * scale          # [Hq, e, p+e]
-        causal = torch.arange(p + e)[None, :] <= p + torch.arange(e)[:, None]                   # [e, p+e]
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
+        q_pos, k_pos = p + torch.arange(e)[:, None], torch.arange(p + e)[None, :]
+        causal = k_pos <= q_pos                                                                  # [e, p+e]
+        if window is not None:
+            causal &= k_pos > q_pos - window
         scores = scores.masked_fill(~causal.to(q.device), float("-inf"))
         result[start:start + e] = torch.einsum("hij,jhd->ihd", scores.softmax(-1), values).to(q.dtype)
         start += e
@@ -76,18 +92,26 @@ def extend_attention_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k_
 
 @functools.cache
 def _kernel():
-    global tl  # jit bodies resolve names through module globals (Triton before ~3.3 ignores closures)
+    global tl, _scores  # jit bodies resolve names through module globals (Triton before ~3.3 ignores closures)
     import triton
     import triton.language as tl
+
+    @triton.jit
+    def _scores(q, k, scale, scale_log2, SOFTCAP, PRECISION: tl.constexpr, CAPPED: tl.constexpr):
+        """q [M, D] . k [N, D]^T scaled (capped: SOFTCAP * tanh(s / SOFTCAP)), in log2 units."""
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        if CAPPED:   # tanh(x) = 1 - 2 / (exp(2x) + 1)
+            return SOFTCAP * (1.0 - 2.0 / (tl.exp(2.0 * (s * scale) / SOFTCAP) + 1.0)) * 1.4426950408889634
+        return s * scale_log2
 
     @triton.jit
     def extend_kernel(q_ptr, k_ptr, v_ptr, out_ptr, k_cache, v_cache, req_to_token, req_pool_indices,
                       prefix_lens, extend_lens, extend_starts,
                       stride_qt, stride_qh, stride_kt, stride_kh, stride_vt, stride_vh, stride_ot, stride_oh,
                       stride_cs, stride_ch, stride_rt,
-                      scale_log2, G, D,
+                      scale, scale_log2, G, D, SOFTCAP, WINDOW: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                      PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+                      PRECISION: tl.constexpr, UPCAST: tl.constexpr, CAPPED: tl.constexpr):
         # grid: (B, Hq, cdiv(max_extend, BLOCK_M))
         b = tl.program_id(0)
         h = tl.program_id(1)
@@ -110,8 +134,12 @@ def _kernel():
             m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
             l_i = tl.zeros([BLOCK_M], tl.float32)
             acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-            # 1) the cached prefix, through the request's slots: every new token sees all of it
-            for n0 in range(0, pre, BLOCK_N):
+            # 1) the cached prefix, through the request's slots: every new token sees all of it (with a window,
+            #    the keys after its position - WINDOW; blocks before this block's first visible key are skipped)
+            lo = 0
+            if WINDOW > 0:
+                lo = tl.maximum(pre + mb * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N
+            for n0 in range(lo, pre, BLOCK_N):
                 offs_n = n0 + tl.arange(0, BLOCK_N)
                 n_ok = offs_n < pre
                 slot = tl.load(req_to_token + row * stride_rt + offs_n, mask=n_ok, other=0).to(tl.int64)
@@ -123,18 +151,25 @@ def _kernel():
                 if UPCAST:
                     k = k.to(tl.float32)
                     v = v.to(tl.float32)
-                s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
-                s = tl.where(n_ok[None, :], s, float("-inf"))
+                s = _scores(q, k, scale, scale_log2, SOFTCAP, PRECISION, CAPPED)
+                seen = n_ok[None, :]
+                if WINDOW > 0:
+                    seen = seen & (offs_n[None, :] > pre + offs_m[:, None] - WINDOW)
+                s = tl.where(seen, s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
-                alpha = tl.exp2(m_i - m_new)
-                p = tl.exp2(s - m_new[:, None])
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)   # rows that see no key yet
+                alpha = tl.exp2(m_i - m_safe)
+                p = tl.exp2(s - m_safe[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
-            # 2) the new tokens themselves, causally, up to this block's last row. Key 0 is visible to every
-            #    row, so no row stays all -inf and l_i > 0 at the end.
+            # 2) the new tokens themselves, causally, up to this block's last row. Each row sees its own key,
+            #    so no row stays all -inf and l_i > 0 at the end.
             hi = tl.minimum(ext, (mb + 1) * BLOCK_M)
-            for n0 in range(0, hi, BLOCK_N):
+            lo = 0
+            if WINDOW > 0:
+                lo = tl.maximum(mb * BLOCK_M - WINDOW + 1, 0) // BLOCK_N * BLOCK_N
+            for n0 in range(lo, hi, BLOCK_N):
                 offs_n = n0 + tl.arange(0, BLOCK_N)
                 n_ok = offs_n < ext
                 kv_ok = n_ok[:, None] & d_ok[None, :]
@@ -145,11 +180,15 @@ def _kernel():
                 if UPCAST:
                     k = k.to(tl.float32)
                     v = v.to(tl.float32)
-                s = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale_log2
-                s = tl.where(n_ok[None, :] & (offs_n[None, :] <= offs_m[:, None]), s, float("-inf"))
+                s = _scores(q, k, scale, scale_log2, SOFTCAP, PRECISION, CAPPED)
+                seen = n_ok[None, :] & (offs_n[None, :] <= offs_m[:, None])
+                if WINDOW > 0:
+                    seen = seen & (offs_n[None, :] > offs_m[:, None] - WINDOW)
+                s = tl.where(seen, s, float("-inf"))
                 m_new = tl.maximum(m_i, tl.max(s, 1))
-                alpha = tl.exp2(m_i - m_new)
-                p = tl.exp2(s - m_new[:, None])
+                m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+                alpha = tl.exp2(m_i - m_safe)
+                p = tl.exp2(s - m_safe[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
                 m_i = m_new
@@ -164,13 +203,15 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
                             v_cache: torch.Tensor, req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                             prefix_lens: torch.Tensor, extend_lens: torch.Tensor, scale: float,
                             out: torch.Tensor | None = None, max_extend: int | None = None,
-                            extend_starts: torch.Tensor | None = None, *, block_m: int | None = None,
+                            extend_starts: torch.Tensor | None = None, *, window: int | None = None,
+                            softcap: float | None = None, block_m: int | None = None,
                             block_n: int | None = None, num_warps: int | None = None,
                             num_stages: int = 2) -> torch.Tensor:
     """Triton kernel; same contract as the reference. Pass `max_extend` (a Python int) and `extend_starts`
     (exclusive cumsum of extend_lens) when known, to avoid a device sync and recomputation. `block_m`, `block_n`
     (powers of two >= 16), `num_warps`, `num_stages` are tuning knobs for bench/kernels.py. Returns `out`."""
     _check(q, k, v, k_cache, v_cache, req_to_token, req_pool_indices, prefix_lens, extend_lens)
+    _check_window(window, softcap)
     if any(t.stride(2) != 1 for t in (q, k, v, k_cache, v_cache)) or k_cache.stride() != v_cache.stride():
         raise ValueError("extend attention needs head_dim contiguous in q, k, v and the caches (and both caches "
                          "laid out alike); call .contiguous()")
@@ -204,9 +245,9 @@ def extend_attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, k
         q, k, v, out, k_cache, v_cache, req_to_token, req_pool_indices, prefix_lens, extend_lens, extend_starts,
         q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), out.stride(0), out.stride(1),
         k_cache.stride(0), k_cache.stride(1), req_to_token.stride(0),
-        scale * _LOG2E, Hq // k.shape[1], D,
+        scale, scale * _LOG2E, Hq // k.shape[1], D, float(softcap or 1.0), window or 0,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=block_d, PRECISION=precision,
-        UPCAST=not q.is_cuda, num_warps=num_warps, num_stages=num_stages)
+        UPCAST=not q.is_cuda, CAPPED=softcap is not None, num_warps=num_warps, num_stages=num_stages)
     return out
 
 

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from .rope import RopeScaling
 
-SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2")
+SUPPORTED_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "gemma3")
 ACTIVATIONS = ("silu", "gelu_pytorch_tanh", "gelu")   # the MLP gate's activation
 
 
@@ -37,10 +37,14 @@ class ModelConfig:
     hidden_act: str = "silu"              # one of ACTIVATIONS
     norm_weight_offset: float = 0.0       # Gemma: RMSNorm multiplies by (offset + weight)
     embedding_multiplier: float = 1.0     # Gemma: token embeddings times sqrt(hidden_size)
-    sandwich_norms: bool = False          # Gemma 2: RMSNorm after attention and after the MLP as well
+    sandwich_norms: bool = False          # Gemma 2/3: RMSNorm after attention and after the MLP as well
     attention_scale: float | None = None  # softmax scale (None: head_dim ** -0.5)
     final_logit_softcapping: float | None = None  # Gemma 2: logits = cap * tanh(logits / cap)
-    sliding_window: int | None = None     # some layers attend to this many tokens only; max_context <= it
+    sliding_window: int | None = None     # windowed layers: a token attends to the last this-many positions
+                                          # (itself included), as transformers' and llama.cpp's masks do
+    sliding_layers: tuple[bool, ...] | None = None  # per layer: windowed or global (None: every layer windowed)
+    rope_local_theta: float | None = None  # Gemma 3: the windowed layers' rope base, unscaled (None: as global)
+    attn_logit_softcapping: float | None = None   # Gemma 2: scores = cap * tanh(scores / cap) before softmax
     checkpoint_dtype: str | None = None   # the dtype the checkpoint was stored in (reported; we compute in ours)
     context_limit_reason: str = ""        # why max_context is below the checkpoint's own limit, if it is
 
@@ -60,10 +64,11 @@ class ModelConfig:
                                         f"{self.head_dim}]; check partial_rotary_factor / rope.dimension_count")
         if self.hidden_act not in ACTIVATIONS:
             raise UnsupportedModelError(f"unknown hidden_act {self.hidden_act!r}; sglite computes {', '.join(ACTIVATIONS)}")
-        if self.sliding_window is not None and self.max_context > self.sliding_window:
-            raise ValueError(f"max_context ({self.max_context}) exceeds sliding_window ({self.sliding_window}); "
-                             "sglite's attention has no window mask, so cap max_context at the window")
-        for name in ("final_logit_softcapping", "attention_scale"):
+        if self.sliding_window is not None and self.sliding_window <= 0:
+            raise ValueError(f"ModelConfig.sliding_window must be positive or None, got {self.sliding_window}")
+        if self.sliding_layers is not None and len(self.sliding_layers) != self.num_layers:
+            raise ValueError(f"sliding_layers lists {len(self.sliding_layers)} layers, the model has {self.num_layers}")
+        for name in ("final_logit_softcapping", "attention_scale", "attn_logit_softcapping", "rope_local_theta"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"ModelConfig.{name} must be positive or None, got {value}")
@@ -75,6 +80,18 @@ class ModelConfig:
     @property
     def kv_size(self) -> int:
         return self.num_kv_heads * self.head_dim
+
+    def layer_window(self, layer: int) -> int | None:
+        """The window layer `layer` attends within (None: the whole sequence)."""
+        if self.sliding_window is None or (self.sliding_layers is not None and not self.sliding_layers[layer]):
+            return None
+        return self.sliding_window
+
+    def layer_rope(self, layer: int) -> tuple[float, RopeScaling | None]:
+        """(rope base, scaling) of layer `layer`: Gemma 3's windowed layers rotate with their own base, unscaled."""
+        if self.rope_local_theta is not None and self.layer_window(layer) is not None:
+            return self.rope_local_theta, None
+        return self.rope_theta, self.rope_scaling
 
     @property
     def rotary_dim(self) -> int:

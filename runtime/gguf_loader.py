@@ -18,7 +18,11 @@ from .config import ModelConfig
 from .rope import RopeScaling, UnsupportedRopeError
 
 DEQUANTIZABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
-GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3")
+GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3")
+# Gemma from GGUF (llama.cpp's converter stores each RMSNorm weight as 1 + w, so no offset here): every
+# `pattern`-th layer global, the rest windowed; the windowed layers' rope base; soft-capping keys
+GEMMA_GGUF = {"gemma2": {"pattern": 2, "local_theta": None}, "gemma3": {"pattern": 6, "local_theta": 10000.0}}
+_SANDWICH_TENSORS = frozenset({"post_attention_norm.weight", "post_ffw_norm.weight"})
 PERMUTED_QK = ("llama", "mistral")  # llama.cpp's converter interleaves Q/K rows for these (see module docstring)
 # metadata keys that change the math in llama.cpp and that sglite does not compute: refused when present
 _REFUSED_KEYS = ("attention.clamp_kqv", "attention.scale", "attention.output_scale", "logit_scale",
@@ -97,8 +101,10 @@ class GGUFFile:
     def config(self) -> ModelConfig:
         """The architecture as llama.cpp would run it; metadata that sglite cannot honour is refused by key."""
         a = self.architecture
+        gemma = GEMMA_GGUF.get(a)
+        honoured = ("attention.sliding_window_pattern", "rope.freq_base_swa") if gemma else ()
         for key in _REFUSED_KEYS:
-            if f"{a}.{key}" in self.reader.fields:
+            if f"{a}.{key}" in self.reader.fields and key not in honoured:
                 raise self._refuse(f"metadata {a}.{key} = {self._field(f'{a}.{key}')!r} is not supported by sglite")
         if int(self._field(f"{a}.expert_count", 0)):
             raise self._refuse(f"mixture-of-experts ({a}.expert_count = {self._field(f'{a}.expert_count')}) "
@@ -116,8 +122,9 @@ class GGUFFile:
             raise self._refuse(f"{a}.rope.dimension_count = {rotary_dim} < head dim {head_dim} (partial rotary) is "
                                "not supported from GGUF; use the Hugging Face folder")
         names = {t.name for t in self.reader.tensors}
+        layer_tensors = _LAYER_TENSORS | (_SANDWICH_TENSORS if gemma else frozenset())
         unknown = sorted(n for n in names if n not in _GLOBAL_TENSORS
-                         and not (n.startswith("blk.") and n.split(".", 2)[-1] in _LAYER_TENSORS))
+                         and not (n.startswith("blk.") and n.split(".", 2)[-1] in layer_tensors))
         if unknown:
             raise self._refuse(f"tensor {unknown[0]!r} is not part of the {a} layout sglite computes")
         vocab = self._field(f"{a}.vocab_size", None)
@@ -126,14 +133,26 @@ class GGUFFile:
         context = int(self._field(f"{a}.context_length", 2048))
         scaling = self._rope_scaling(context, head_dim, "rope_freqs.weight" in names)
         window = self._field(f"{a}.attention.sliding_window", None)
+        window = int(window) if window else None
+        num_layers = int(self._field(f"{a}.block_count"))
+        sliding_layers, gemma_fields = None, {}
+        if gemma:   # llama.cpp's gemma2/gemma3 graphs (llama-model.cpp), which transformers' Gemma configs match
+            pattern = int(self._field(f"{a}.attention.sliding_window_pattern", gemma["pattern"]))
+            if window is not None:
+                sliding_layers = tuple(bool((i + 1) % pattern) for i in range(num_layers))
+            local = self._field(f"{a}.rope.freq_base_swa", gemma["local_theta"])
+            softcaps = {k: self._field(f"{a}.{k}", None) for k in ("attn_logit_softcapping",
+                                                                     "final_logit_softcapping")}
+            gemma_fields = dict(
+                hidden_act="gelu_pytorch_tanh", embedding_multiplier=hidden ** 0.5,
+                sandwich_norms="blk.0.post_ffw_norm.weight" in names,
+                rope_local_theta=None if local is None or window is None else float(local),
+                **{k: float(v) if v else None for k, v in softcaps.items()})
         reason = ""
-        if window is not None and int(window) < context:
-            context, reason = int(window), (f"{a}.attention.sliding_window={int(window)}: sglite's attention has "
-                                            "no window mask")
         mlp_bias = "blk.0.ffn_down.bias" in names
         return ModelConfig(
             architecture=a,
-            num_layers=int(self._field(f"{a}.block_count")),
+            num_layers=num_layers,
             hidden_size=hidden,
             intermediate_size=int(self._field(f"{a}.feed_forward_length")),
             num_heads=n_heads,
@@ -149,9 +168,11 @@ class GGUFFile:
             attention_out_bias="blk.0.attn_output.bias" in names,
             mlp_bias=mlp_bias,
             qk_norm="blk.0.attn_q_norm.weight" in names,
-            sliding_window=None if window is None else int(window),
+            sliding_window=window,
+            sliding_layers=sliding_layers,
             checkpoint_dtype=self._dtype_summary(),
             context_limit_reason=reason,
+            **gemma_fields,
         )
 
     def _rope_scaling(self, context: int, rotary_dim: int, has_rope_freqs: bool) -> RopeScaling | None:

@@ -19,9 +19,12 @@ INERT_KEYS = frozenset({
     "transformers_version", "architectures", "output_hidden_states", "return_dict", "dtype", "torch_dtype",
     "chunk_size_feed_forward", "is_encoder_decoder", "id2label", "label2id", "problem_type", "model_type",
     "_name_or_path", "tokenizer_class", "max_window_layers", "layer_types",
+    "sliding_window_pattern", "_sliding_window_pattern",  # Gemma 3: read by _window when layer_types is absent
 })
 REQUIRED_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "num_attention_heads", "vocab_size")
-ROPE_KEYS = frozenset({"rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor"})
+ROPE_KEYS = frozenset({"rope_parameters", "rope_scaling", "rope_theta", "partial_rotary_factor",
+                       "rope_local_base_freq"})
+LAYER_TYPES = ("full_attention", "sliding_attention")
 
 MOE_MODEL_TYPES = frozenset({
     "mixtral", "qwen2_moe", "qwen3_moe", "qwen3_next", "deepseek_v2", "deepseek_v3", "dbrx", "jamba", "olmoe",
@@ -42,6 +45,7 @@ class Family:
     act_key: str = "hidden_act"
     mlp_bias_key: str | None = None
     window: str = "none"       # "none", "all" (sliding_window on every layer), "layer_types" (per layer)
+    window_pattern: int = 0    # layer_types absent: every window_pattern-th layer is global (0: max_window_layers)
     partial_rotary: bool = False
     rope_types: tuple[str, ...] = ("default",) + SCALED_ROPE_TYPES
 
@@ -77,8 +81,18 @@ FAMILIES: dict[str, Family] = {
                                 "final_logit_softcapping": 30.0, "attn_logit_softcapping": 50.0,
                                 "use_bidirectional_attention": None},
                      qkv_bias="attention_bias", out_bias="attention_bias", act_key="hidden_activation",
-                     window="layer_types"),
+                     window="layer_types", window_pattern=2),
+    "gemma3_text": Family("gemma3", {**{k: v for k, v in _COMMON.items() if k != "hidden_act"}, "head_dim": 256,
+                                     "max_position_embeddings": 131072, "num_key_value_heads": 4,
+                                     "tie_word_embeddings": True, "hidden_activation": "gelu_pytorch_tanh",
+                                     "attention_bias": False, "query_pre_attn_scalar": 256, "sliding_window": 4096,
+                                     "final_logit_softcapping": None, "attn_logit_softcapping": None,
+                                     "use_bidirectional_attention": False},
+                          qkv_bias="attention_bias", out_bias="attention_bias", act_key="hidden_activation",
+                          window="layer_types", window_pattern=6),
 }
+GEMMA = ("gemma", "gemma2", "gemma3")
+SANDWICH = ("gemma2", "gemma3")     # RMSNorm after attention and after the MLP too
 _ACTIVATION_ALIASES = {"silu": "silu", "swish": "silu", "gelu_pytorch_tanh": "gelu_pytorch_tanh", "gelu": "gelu"}
 
 
@@ -114,12 +128,36 @@ def _check_model_type(cfg: dict, source: str) -> Family:
     return FAMILIES[model_type]
 
 
+def _local_rope(cfg: dict, fam: Family, source: str) -> tuple[dict, float | None]:
+    """Gemma 3: (the global layers' rope settings as a flat config, the windowed layers' rope base) as transformers'
+    Gemma3TextConfig reads them: per layer type in rope_parameters, or the legacy rope_theta /
+    rope_local_base_freq / rope_scaling (which scales the global layers only). Other families: (cfg, None)."""
+    if fam.architecture != "gemma3":
+        return cfg, None
+    params = cfg.get("rope_parameters") or {}
+    if params and not set(params) <= set(LAYER_TYPES):
+        raise _refuse(source, f"gemma3 rope_parameters must be keyed by layer type ({', '.join(LAYER_TYPES)}), "
+                              f"got keys {sorted(params)}")
+    scaling = dict(cfg.get("rope_scaling") or {})
+    if "type" in scaling:
+        scaling["rope_type"] = scaling.pop("type")
+    full = {"rope_type": "default", **(params.get("full_attention") or {}), **scaling}
+    full.setdefault("rope_theta", cfg.get("rope_theta", 1_000_000.0))
+    local = {"rope_type": "default", **(params.get("sliding_attention") or {})}
+    local.setdefault("rope_theta", cfg.get("rope_local_base_freq", 10_000.0))
+    if local.get("rope_type", local.get("type")) != "default":
+        raise _refuse(source, f"rope_type {local.get('rope_type', local.get('type'))!r} on the sliding layers is "
+                              "not supported (sglite rotates them with the default rope at their own base)")
+    flat = {k: v for k, v in cfg.items() if k not in ("rope_parameters", "rope_scaling", "rope_theta")}
+    return {**flat, "rope_parameters": full}, float(local["rope_theta"])
+
+
 def _rope(cfg: dict, fam: Family, head_dim: int, mpe: int, source: str
           ) -> tuple[float, int | None, RopeScaling | None, int, str]:
     """(theta, partial rotary dim or None, scaling, context cap, reason) as transformers standardizes them:
     legacy `rope_scaling` wins over `rope_parameters`; a theta inside the dict wins over a top-level one."""
     params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
-    layer_keyed = [k for k in params if k in ("full_attention", "sliding_attention")]
+    layer_keyed = [k for k in params if k in LAYER_TYPES]
     if layer_keyed:
         raise _refuse(source, f"rope_parameters per layer type ({', '.join(layer_keyed)}) are not supported")
     theta = float(params.get("rope_theta", cfg.get("rope_theta", 10000.0)))
@@ -164,29 +202,36 @@ def _rope(cfg: dict, fam: Family, head_dim: int, mpe: int, source: str
     return theta, partial, scaling, mpe, ""
 
 
-def _window(cfg: dict, fam: Family, get, num_layers: int, source: str) -> int | None:
-    """The sliding window if any layer uses one (transformers' per-family rules), else None."""
+def _window(cfg: dict, fam: Family, get, num_layers: int, source: str
+            ) -> tuple[int | None, tuple[bool, ...] | None]:
+    """(the sliding window if any layer uses one, which layers do: None for all) by transformers' per-family
+    rules; (None, None) without a window."""
     if fam.window == "none":
-        return None
+        return None, None
     window = get("sliding_window")
     if fam.architecture in ("qwen2", "qwen3") and not get("use_sliding_window"):
         window = None
     if window is None:
-        return None
+        return None, None
+    if int(window) <= 0:
+        raise _refuse(source, f"sliding_window={window} must be positive")
     if fam.window == "all":
-        return int(window)
+        return int(window), None
     layer_types = cfg.get("layer_types")
     if layer_types is None:
-        if fam.architecture == "gemma2":
-            layer_types = ["sliding_attention" if (i + 1) % 2 else "full_attention" for i in range(num_layers)]
+        if fam.window_pattern:
+            pattern = int(cfg.get("sliding_window_pattern", cfg.get("_sliding_window_pattern", fam.window_pattern)))
+            layer_types = ["sliding_attention" if (i + 1) % pattern else "full_attention" for i in range(num_layers)]
         else:
             mwl = get("max_window_layers")
             layer_types = ["sliding_attention" if i >= mwl else "full_attention" for i in range(num_layers)]
-    unknown = sorted(set(layer_types) - {"full_attention", "sliding_attention"})
+    unknown = sorted(set(layer_types) - set(LAYER_TYPES))
     if unknown or len(layer_types) != num_layers:
         raise _refuse(source, f"layer_types {layer_types!r} must list 'full_attention'/'sliding_attention' "
                               f"once per layer ({num_layers})")
-    return int(window) if "sliding_attention" in layer_types else None
+    if "sliding_attention" not in layer_types:
+        return None, None
+    return int(window), tuple(t == "sliding_attention" for t in layer_types)
 
 
 def config_from_dict(cfg: dict, source: str = "config.json") -> ModelConfig:
@@ -204,28 +249,26 @@ def config_from_dict(cfg: dict, source: str = "config.json") -> ModelConfig:
     hidden, n_heads, n_layers = int(cfg["hidden_size"]), int(cfg["num_attention_heads"]), int(cfg["num_hidden_layers"])
     head_dim = int(get("head_dim") or hidden // n_heads)
     mpe = int(get("max_position_embeddings"))
-    theta, partial, scaling, context, reason = _rope(cfg, fam, head_dim, mpe, source)
-
-    window = _window(cfg, fam, get, n_layers, source)
-    if window is not None and window < context:
-        context, reason = window, (f"sliding_window={window}: sglite's attention has no window mask; within the "
-                                   "window, windowed and full attention agree")
+    rope_cfg, local_theta = _local_rope(cfg, fam, source)
+    theta, partial, scaling, context, reason = _rope(rope_cfg, fam, head_dim, mpe, source)
+    window, sliding_layers = _window(cfg, fam, get, n_layers, source)
     act = _ACTIVATION_ALIASES.get(get(fam.act_key))
     if fam.architecture == "gemma" and get("hidden_act") == "gelu":
         act = "gelu_pytorch_tanh"  # transformers' Gemma reads the legacy "gelu" as the tanh approximation
     if act is None:
         raise _refuse(source, f"{fam.act_key}={get(fam.act_key)!r} is not supported; sglite computes "
                               f"{', '.join(_ACTIVATION_ALIASES)}")
+    if fam.architecture == "gemma3" and get("attn_logit_softcapping") is not None:
+        raise _refuse(source, f"attn_logit_softcapping={get('attn_logit_softcapping')}: transformers' Gemma 3 "
+                              "ignores it (its attention does not soft-cap), so the checkpoint's intent is unclear")
     if "use_bidirectional_attention" in fam.defaults and get("use_bidirectional_attention"):
         raise _refuse(source, "use_bidirectional_attention=true is not supported (sglite attention is causal)")
-    if fam.architecture == "gemma2" and get("attn_logit_softcapping") is not None:
-        raise _refuse(source, f"attn_logit_softcapping={get('attn_logit_softcapping')} is not supported: "
-                              "sglite's attention backends do not soft-cap attention logits yet")
 
     def bias(rule: str) -> bool:
         return rule == "always" or (rule == "attention_bias" and bool(get("attention_bias")))
 
-    gemma = fam.architecture in ("gemma", "gemma2")
+    gemma = fam.architecture in GEMMA
+    sandwich = fam.architecture in SANDWICH
     n_kv = get("num_key_value_heads")
     return ModelConfig(
         architecture=fam.architecture,
@@ -245,14 +288,17 @@ def config_from_dict(cfg: dict, source: str = "config.json") -> ModelConfig:
         rope_scaling=scaling,
         attention_out_bias=bias(fam.out_bias),
         mlp_bias=bool(fam.mlp_bias_key and get(fam.mlp_bias_key)),
-        qk_norm=fam.architecture == "qwen3",
+        qk_norm=fam.architecture in ("qwen3", "gemma3"),
         hidden_act=act,
         norm_weight_offset=1.0 if gemma else 0.0,
         embedding_multiplier=hidden ** 0.5 if gemma else 1.0,
-        sandwich_norms=fam.architecture == "gemma2",
-        attention_scale=float(get("query_pre_attn_scalar")) ** -0.5 if fam.architecture == "gemma2" else None,
-        final_logit_softcapping=get("final_logit_softcapping") if fam.architecture == "gemma2" else None,
+        sandwich_norms=sandwich,
+        attention_scale=float(get("query_pre_attn_scalar")) ** -0.5 if sandwich else None,
+        final_logit_softcapping=get("final_logit_softcapping") if sandwich else None,
+        attn_logit_softcapping=get("attn_logit_softcapping") if sandwich else None,
         sliding_window=window,
+        sliding_layers=sliding_layers,
+        rope_local_theta=local_theta,
         checkpoint_dtype=cfg.get("dtype") or cfg.get("torch_dtype"),
         context_limit_reason=reason,
     )

@@ -1,5 +1,6 @@
 """The Llama-family transformer over the paged KV pool: Llama 2/3, SmolLM2, Mistral, Qwen2 (QKV bias), Qwen3
-(Q/K norm), Phi-3 (partial rotary), Gemma and Gemma 2 (offset norms, scaled embeddings, GeGLU, sandwich norms).
+(Q/K norm), Phi-3 (partial rotary), Gemma, Gemma 2 and Gemma 3 (offset norms, scaled embeddings, GeGLU, sandwich
+norms, soft-capping, windowed layers interleaved with global ones, each kind with its own rope base).
 
 Public API (kept stable for external checks):
     model = load_model(model=None)
@@ -32,8 +33,10 @@ class LayerWeights:
     down: Linear              # I -> H
     q_norm: torch.Tensor | None = None       # [D]      Qwen3: per-head RMSNorm before rotary
     k_norm: torch.Tensor | None = None       # [D]
-    post_attn_norm: torch.Tensor | None = None  # [H]   Gemma 2: norm of the attention output
-    post_ffn_norm: torch.Tensor | None = None   # [H]   Gemma 2: norm of the MLP output
+    post_attn_norm: torch.Tensor | None = None  # [H]   Gemma 2/3: norm of the attention output
+    post_ffn_norm: torch.Tensor | None = None   # [H]   Gemma 2/3: norm of the MLP output
+    window: int | None = None                   # the layer attends to the last `window` positions (None: all)
+    rope: int = 0                               # index of the layer's rotary tables in LlamaModel.rope
 
 
 class LlamaModel:
@@ -107,17 +110,25 @@ class LlamaModel:
                 k_norm=norm(p + "attn_k_norm.weight").to(qk_norm) if c.qk_norm else None,
                 post_attn_norm=norm(p + "post_attention_norm.weight") if c.sandwich_norms else None,
                 post_ffn_norm=norm(p + "post_ffw_norm.weight") if c.sandwich_norms else None,
+                window=c.layer_window(i),
             ))
-        # rotary tables for every position: [max_context, rotary_dim] (half-split layout)
-        cos, sin = rotary_tables(c)
-        self.cos = cos.to(device=device, dtype=dtype)
-        self.sin = sin.to(device=device, dtype=dtype)
+        # rotary tables for every position, one pair per distinct (base, scaling) of the layers (Gemma 3: global
+        # and windowed): [max_context, rotary_dim] (half-split layout)
+        kinds = list(dict.fromkeys(c.layer_rope(i) for i in range(c.num_layers)))
+        self.rope: list[tuple[torch.Tensor, torch.Tensor]] = []
+        for theta, scaling in kinds:
+            cos, sin = rotary_tables(theta, c.rotary_dim, scaling, c.max_context)
+            self.rope.append((cos.to(device=device, dtype=dtype), sin.to(device=device, dtype=dtype)))
+        for i, L in enumerate(self.layers):
+            L.rope = kinds.index(c.layer_rope(i))
+        self.cos, self.sin = self.rope[0]
         self.scale = 1.0 / math.sqrt(c.head_dim) if c.attention_scale is None else c.attention_scale
         # the fused CPU layer (kernels/layer_ops_cpu.py) covers the plain Llama layer in bfloat16 activations
         from sglite.kernels import layer_ops_cpu
         self.fused_cpu = (self.device.type == "cpu" and self.dtype == torch.bfloat16 and layer_ops_cpu.available()
                           and not c.qk_norm and not c.sandwich_norms and c.hidden_act == "silu"
-                          and cos.shape[-1] == c.head_dim
+                          and c.rotary_dim == c.head_dim and len(self.rope) == 1
+                          and c.attn_logit_softcapping is None
                           and os.environ.get("SGLITE_FUSED_CPU", "1") != "0")
         if self.fused_cpu:   # numpy views of the norm weights, sharing the tensors' memory
             self._norms_np = [(L.attn_norm.numpy(), L.ffn_norm.numpy()) for L in self.layers]
@@ -147,33 +158,35 @@ class LlamaModel:
         if self.fused_cpu and attn.pool_bits(0) is not None:
             return self._forward_fused(fb, attn)
         h = self._embed(fb)                                            # [T, H]
-        cos = self.cos[fb.positions][:, None, :]                       # [T, 1, rotary_dim]
-        sin = self.sin[fb.positions][:, None, :]
+        rope = [(cos[fb.positions][:, None, :], sin[fb.positions][:, None, :])   # each [T, 1, rotary_dim]
+                for cos, sin in self.rope]
+        softcap = c.attn_logit_softcapping
         T = h.shape[0]
         split = fb.decode_from                                         # prefill rows, then decode rows
         eps = c.rms_norm_eps
         for i, L in enumerate(self.layers):
+            cos, sin = rope[L.rope]
             x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps).to(act)
             qkv = L.qkv(x, split)                                        # [T, q + 2kv]
             if L.q_norm is None:                                         # Q and K heads rotate in one go
                 qk = qkv[:, :c.q_size + c.kv_size].view(T, c.num_heads + c.num_kv_heads, c.head_dim)
                 qk = self._rotary(qk, cos, sin).to(act)                  # rotary in float32
                 q, k = qk[:, :c.num_heads], qk[:, c.num_heads:]
-            else:                                                        # Qwen3: per-head RMSNorm, pre-rotary
+            else:                                                        # Qwen3, Gemma 3: per-head RMSNorm, pre-rotary
                 q, k = qkv[:, :c.q_size].view(T, c.num_heads, c.head_dim), qkv[:, c.q_size:c.q_size + c.kv_size]
                 q = F.rms_norm(q, (c.head_dim,), L.q_norm, eps)
                 k = F.rms_norm(k.view(T, c.num_kv_heads, c.head_dim), (c.head_dim,), L.k_norm, eps)
                 q, k = self._rotary(q, cos, sin).to(act), self._rotary(k, cos, sin).to(act)
             v = qkv[:, c.q_size + c.kv_size:].view(T, c.num_kv_heads, c.head_dim)
-            o = attn.forward(q, k, v, i, fb, self.scale)                 # [T, Hq, D]
+            o = attn.forward(q, k, v, i, fb, self.scale, window=L.window, softcap=softcap)   # [T, Hq, D]
             a = L.o(o.reshape(T, c.q_size), split)
-            if L.post_attn_norm is not None:                             # Gemma 2
+            if L.post_attn_norm is not None:                             # Gemma 2/3
                 a = F.rms_norm(a.float(), (c.hidden_size,), L.post_attn_norm, eps)
             h += a                                                       # float32 residual (a widens exactly)
             x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps).to(act)
             gate, up = L.gate_up(x, split).chunk(2, dim=-1)
             m = L.down(self.act(gate) * up, split)
-            if L.post_ffn_norm is not None:                              # Gemma 2
+            if L.post_ffn_norm is not None:                              # Gemma 2/3
                 m = F.rms_norm(m.float(), (c.hidden_size,), L.post_ffn_norm, eps)
             h += m
         return self._logits(h, fb)
@@ -232,7 +245,7 @@ class LlamaModel:
             L.qkv(x, split, out=qkv_y)
             ops.rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, q_np, k_bits,
                                   v_bits, slots)
-            o_act.copy_(attn.attend(q, i, fb, self.scale))             # [T, Hq, D] float32, rounded to act
+            o_act.copy_(attn.attend(q, i, fb, self.scale, window=L.window))   # [T, Hq, D] float32, rounded to act
             L.o(o_rows, split, out=a_y)
             ops.add_rms_norm_kernel(h_np, a_np, ffn_norm, eps32, x_np, True)
             L.gate_up(x, split, out=gu_y)                              # [T, 2F]: gate | up

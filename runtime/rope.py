@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
-
-if TYPE_CHECKING:
-    from .config import ModelConfig
 
 # rope types whose tables do not depend on the sequence length within the context sglite allows
 SCALED_ROPE_TYPES = ("linear", "dynamic", "yarn", "llama3", "longrope")
@@ -131,9 +127,9 @@ def _llama3(s: RopeScaling, theta: float, dim: int) -> torch.Tensor:
     return torch.where(medium, smoothed, scaled)
 
 
-def inv_freq(config: "ModelConfig") -> tuple[torch.Tensor, float]:
-    """([rotary_dim // 2] float64 inverse frequencies, attention factor that scales cos and sin)."""
-    theta, dim, s = config.rope_theta, config.rotary_dim, config.rope_scaling
+def inv_freq(theta: float, dim: int, s: RopeScaling | None) -> tuple[torch.Tensor, float]:
+    """([dim // 2] float64 inverse frequencies of a rotary dim `dim` at base `theta` under scaling `s`, attention
+    factor that scales cos and sin)."""
     if s is None:
         return default_inv_freq(theta, dim), 1.0
     if s.rope_type == "linear":
@@ -160,10 +156,12 @@ def inv_freq(config: "ModelConfig") -> tuple[torch.Tensor, float]:
     return 1.0 / (short * theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)), attention_factor
 
 
-def rotary_tables(config: "ModelConfig") -> tuple[torch.Tensor, torch.Tensor]:
-    """cos, sin: [max_context, rotary_dim] float64 for positions 0 .. max_context - 1 (half-split layout)."""
-    inv, attention_factor = inv_freq(config)
-    angles = torch.arange(config.max_context, dtype=torch.float64)[:, None] * inv[None, :]
+def rotary_tables(theta: float, dim: int, scaling: RopeScaling | None, positions: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin: [positions, dim] float64 for positions 0 .. positions - 1 (half-split layout), rotary dim `dim`
+    at base `theta` under `scaling`."""
+    inv, attention_factor = inv_freq(theta, dim, scaling)
+    angles = torch.arange(positions, dtype=torch.float64)[:, None] * inv[None, :]
     angles = torch.cat([angles, angles], dim=-1)
     if attention_factor == 1.0:
         return angles.cos(), angles.sin()

@@ -68,7 +68,7 @@ def weights_from_hf(folder: Path, config: ModelConfig | None = None) -> dict[str
     files = _safetensors_files(folder)
     if not files:
         raise FileNotFoundError(f"model folder {str(folder)!r} has no *.safetensors files")
-    layer_names = dict(_GEMMA2_LAYER_NAMES if config.architecture == "gemma2" else _HF_LAYER_NAMES)
+    layer_names = dict(_GEMMA2_LAYER_NAMES if config.sandwich_norms else _HF_LAYER_NAMES)
     layer_names.update({"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_gate_up.weight"})
     out = {}
     for f in files:

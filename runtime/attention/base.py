@@ -23,11 +23,16 @@ class AttentionBackend(ABC):
 
     @abstractmethod
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                fb: ForwardBatch, scale: float) -> torch.Tensor:
+                fb: ForwardBatch, scale: float, window: int | None = None,
+                softcap: float | None = None) -> torch.Tensor:
         """q: [T, Hq, D]; k, v: [T, Hkv, D] (post-rotary) for the batch's new tokens.
 
         Mutates the pool: writes k, v of layer `layer_id` at fb.out_cache_loc. Returns [T, Hq, D]: each new
-        token attends to its request's cached prefix and causally to the request's new tokens."""
+        token attends to its request's cached prefix and causally to the request's new tokens; with `window`,
+        only to the last `window` positions (itself included: keys at positions > position - window); with
+        `softcap`, each score s (already scaled) becomes softcap * tanh(s / softcap) before the softmax.
+        The pool keeps every position's K/V either way (a windowed layer masks, it does not evict), so the
+        prefix cache serves windowed layers as it serves global ones."""
 
     def pool_bits(self, layer_id: int):
         """Layer `layer_id`'s K and V pool buffers as numpy views of their bits, for CPU kernels that store new K/V

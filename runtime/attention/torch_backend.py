@@ -14,6 +14,11 @@ the paged kernel, whose result for a row depends only on that row's query and it
 prompt was computed in two chunks instead of one), and the shared-prefix cascade is off (a row would come out
 otherwise with and without it). Then a request's greedy output does not depend on what shares its steps or how
 its prompt was chunked: run_batch gives each document what running it alone gives.
+
+Windowed layers (`window`): the pool keeps every position; the paged kernel reads each row's last `window`
+columns through a table of those columns (built once per pass and window, `PagedRows.windowed`), the SDPA paths
+mask the rest. Soft-capped scores (`softcap`) take an explicit-scores path where SDPA would run, and the paged
+kernel caps them itself; the cascade, whose flash call cannot cap, is then off.
 """
 from __future__ import annotations
 
@@ -36,6 +41,40 @@ class ExtendRun:
     length: int                # new tokens
     kv_slots: torch.Tensor     # [L] int64 slots of all its tokens (prefix + new)
     mask: torch.Tensor | None  # [E, L] bool causal mask, None when there is no cached prefix (plain causal)
+    windowed: dict = field(default_factory=dict)   # window -> [E, L] bool mask (or None: the window covers it)
+
+    def mask_for(self, window: int | None) -> torch.Tensor | None:
+        """The run's mask when its queries see only the last `window` positions (None: plain causal or `mask`)."""
+        L = len(self.kv_slots)
+        if window is None or window >= L:
+            return self.mask
+        if window not in self.windowed:
+            device = self.kv_slots.device
+            q_pos = torch.arange(L - self.length, L, device=device)[:, None]
+            k_pos = torch.arange(L, device=device)[None, :]
+            self.windowed[window] = (k_pos <= q_pos) & (k_pos > q_pos - window)   # [E, L]
+        return self.windowed[window]
+
+
+@dataclass
+class PagedRows:
+    """What one paged-kernel call reads for the decode rows: entry b attends over columns [start, seq_lens[b]) of
+    table row req_rows[b]."""
+    table: np.ndarray                    # [*, ld] int32 (req_to_token, or a windowed copy)
+    req_rows: np.ndarray                 # [Bd] int64
+    seq_lens: np.ndarray                 # [Bd] int64
+    prefix_slots: torch.Tensor | None    # [P]: the cascade's shared columns (start = P), or None
+    parallel: bool
+
+    def windowed(self, window: int) -> "PagedRows":
+        """The same rows over their last `window` columns only: a [Bd, window] table of those columns (a row's
+        columns counted from its first visible one, so its result does not depend on the rows beside it), no
+        cascade."""
+        table, rows, lens = decode_attention_cpu.window_table(self.table, self.req_rows, self.seq_lens, window)
+        return PagedRows(table, rows, lens, None, self.parallel)
+
+    def uncascaded(self) -> "PagedRows":
+        return PagedRows(self.table, self.req_rows, self.seq_lens, None, self.parallel)
 
 
 @dataclass
@@ -55,6 +94,8 @@ class TorchAttentionMetadata:
                                                   # then the output as a tensor view
     decode_q: tuple | None = None                 # (q, q.numpy()): the last query tensor and its view (the fused
                                                   # pass hands every layer the same q)
+    paged: dict = field(default_factory=dict)     # (window, softcapped) -> PagedRows, made on first use
+    decode_masks: dict = field(default_factory=dict)  # window -> [Bd, 1, 1, Lmax] SDPA decode mask
 
 
 MIN_SHARED_PREFIX = 64   # shared decode prefixes shorter than this are not worth a cascade GEMM
@@ -156,47 +197,62 @@ class TorchAttentionBackend(AttentionBackend):
             meta.decode_mask = valid[:, None, None, :]
         fb.attn_metadata = meta
 
-    def forward(self, q, k, v, layer_id, fb, scale):
+    def forward(self, q, k, v, layer_id, fb, scale, window=None, softcap=None):
         pool = self.kv_pool
         pool.k_buffer[layer_id].index_copy_(0, fb.out_cache_loc, k)       # [S, Hkv, D]
         pool.v_buffer[layer_id].index_copy_(0, fb.out_cache_loc, v)
-        return self.attend(q, layer_id, fb, scale)
+        return self.attend(q, layer_id, fb, scale, window, softcap)
 
     def pool_bits(self, layer_id: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Layer `layer_id`'s K and V buffers as numpy views of their bits (for CPU kernels that write the pool in
         place), or None when the paged CPU kernel is off."""
         return (self._k_bits[layer_id], self._v_bits[layer_id]) if self.paged_decode is not None else None
 
-    def attend(self, q, layer_id, fb, scale):
+    def attend(self, q, layer_id, fb, scale, window=None, softcap=None):
         """forward() once K/V of the new tokens are in the pool (a fused CPU layer writes them itself). The pool's
         layer views are made only where a path reads them: on a short context two tensor views cost more than
         the paged kernel's arithmetic."""
         m: TorchAttentionMetadata = fb.attn_metadata
         if m.decode_rows is not None and len(m.extends) == 0:
-            return self._decode(q, m, scale, layer_id)                 # pure decode: rows are [T] in order
+            return self._decode(q, m, scale, layer_id, window, softcap)   # pure decode: rows are [T] in order
         pool = self.kv_pool
         k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
         out = torch.empty_like(q)
         if m.decode_rows is not None:
-            out[m.decode_rows] = self._decode(q[m.decode_rows], m, scale, layer_id)
-        gqa = q.shape[1] != k_buf.shape[1]
+            out[m.decode_rows] = self._decode(q[m.decode_rows], m, scale, layer_id, window, softcap)
         for run in m.extends:
             qs = q[run.start:run.start + run.length].to(k_buf.dtype).transpose(0, 1)[None]  # [1, Hq, E, D]
             keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
             values = v_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]
-            o = F.scaled_dot_product_attention(qs, keys, values, attn_mask=run.mask, is_causal=run.mask is None,
-                                               scale=scale, enable_gqa=gqa)
+            o = _sdpa(qs, keys, values, run.mask_for(window), scale, softcap)
             out[run.start:run.start + run.length] = o[0].transpose(0, 1)
         return out
 
-    def _decode(self, q, m: TorchAttentionMetadata, scale: float, layer_id: int) -> torch.Tensor:
+    def _paged_rows(self, m: TorchAttentionMetadata, window: int | None, softcap: float | None) -> PagedRows:
+        """The decode rows as the paged kernel reads them for a layer with this window and soft-cap, made once
+        per pass (the full view first: the others derive from it)."""
+        key = (window, softcap is not None)
+        if key not in m.paged:
+            if (None, False) not in m.paged:
+                m.paged[(None, False)] = PagedRows(m.decode_table, m.decode_req_rows, m.decode_seq_lens,
+                                                   m.prefix_slots, m.decode_parallel)
+            full = m.paged[(None, False)]
+            if window is not None and int(full.seq_lens.max()) > window:
+                m.paged[key] = full.windowed(window)
+            else:
+                m.paged[key] = full if softcap is None else full.uncascaded()
+        return m.paged[key]
+
+    def _decode(self, q, m: TorchAttentionMetadata, scale: float, layer_id: int, window: int | None = None,
+                softcap: float | None = None) -> torch.Tensor:
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
-            if m.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
-                return self._decode_into(q, layer_id, m, scale)
+            rows = self._paged_rows(m, window, softcap)
+            if rows.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
+                return self._decode_into(q, layer_id, m, rows, scale, softcap)
             return self.paged_decode(q, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
-                                     self._k_bits[layer_id], self._v_bits[layer_id], m.decode_table,
-                                     m.decode_req_rows, m.decode_seq_lens, scale, m.prefix_slots, m.decode_parallel)
+                                     self._k_bits[layer_id], self._v_bits[layer_id], rows.table, rows.req_rows,
+                                     rows.seq_lens, scale, rows.prefix_slots, rows.parallel, softcap=softcap)
         k_buf, v_buf = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]  # [S, Hkv, D]
         # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the row,
         # and padding writes may have left anything there
@@ -205,11 +261,17 @@ class TorchAttentionBackend(AttentionBackend):
         shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
         keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
         values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)
-        o = F.scaled_dot_product_attention(q[:, :, None, :], keys, values, attn_mask=m.decode_mask, scale=scale,
-                                           enable_gqa=q.shape[1] != k_buf.shape[1])
-        return o[:, :, 0, :]
+        mask = m.decode_mask
+        if window is not None:
+            if window not in m.decode_masks:      # [Bd, 1, 1, L]: also the columns before the row's window
+                seq = m.decode_mask.sum(-1, keepdim=True)
+                cols = torch.arange(mask.shape[-1], device=mask.device)
+                m.decode_masks[window] = mask & (cols > seq - 1 - window)
+            mask = m.decode_masks[window]
+        return _sdpa(q[:, :, None, :], keys, values, mask, scale, softcap)[:, :, 0, :]
 
-    def _decode_into(self, q: torch.Tensor, layer_id: int, m: TorchAttentionMetadata, scale: float) -> torch.Tensor:
+    def _decode_into(self, q: torch.Tensor, layer_id: int, m: TorchAttentionMetadata, rows: PagedRows,
+                     scale: float, softcap: float | None) -> torch.Tensor:
         """The paged kernel without a cascade, q [Bd, Hq, D] float32 contiguous (one query per request) ->
         [Bd, Hq, D], into the pass's arrays (made by the first layer; the output tensor is a view of them,
         overwritten by the next layer, which runs after this one's output is consumed)."""
@@ -220,6 +282,26 @@ class TorchAttentionBackend(AttentionBackend):
             arrays = (np.empty(q.shape, np.float32), np.empty((B, Hq), np.float32), np.empty((B, Hq), np.float32))
             m.decode_out = (arrays, torch.from_numpy(arrays[0]))
         decode_attention_cpu.decode_attention_into(m.decode_q[1], self._k_bits[layer_id], self._v_bits[layer_id],
-                                                   m.decode_table, m.decode_req_rows, m.decode_seq_lens, scale,
-                                                   m.decode_out[0], m.decode_parallel)
+                                                   rows.table, rows.req_rows, rows.seq_lens, scale,
+                                                   m.decode_out[0], rows.parallel, softcap=softcap)
         return m.decode_out[1]
+
+
+def _sdpa(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None, scale: float,
+          softcap: float | None) -> torch.Tensor:
+    """Attention of q [B, Hq, E, D] over keys, values [B, Hkv, L, D] (mask [.., E, L] bool, True where a key is
+    seen; None: causal from the end): SDPA, or with `softcap` explicit scores, capped, in float32."""
+    gqa = q.shape[1] != keys.shape[1]
+    if softcap is None:
+        return F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, is_causal=mask is None,
+                                              scale=scale, enable_gqa=gqa)
+    if gqa:
+        keys = keys.repeat_interleave(q.shape[1] // keys.shape[1], dim=1)
+        values = values.repeat_interleave(q.shape[1] // values.shape[1], dim=1)
+    scores = torch.matmul(q.float(), keys.float().transpose(-1, -2)) * scale          # [B, Hq, E, L]
+    scores = torch.tanh(scores / softcap) * softcap
+    if mask is None:
+        E, L = scores.shape[-2:]
+        mask = torch.arange(L, device=q.device)[None, :] <= torch.arange(L - E, L, device=q.device)[:, None]
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.matmul(scores.softmax(-1), values.float()).to(q.dtype)

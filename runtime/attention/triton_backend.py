@@ -53,7 +53,7 @@ class TritonAttentionBackend(AttentionBackend):
             starts = torch.cumsum(fb.extend_lens, 0) - fb.extend_lens
             fb.attn_metadata = TritonAttentionMetadata(False, seq_lens, 1, max(fb.extend_lens_cpu), starts)
 
-    def forward(self, q, k, v, layer_id, fb, scale):
+    def forward(self, q, k, v, layer_id, fb, scale, window=None, softcap=None):
         q, k, v = (x if x.stride(2) == 1 else x.contiguous() for x in (q, k, v))  # kernels need head_dim dense
         k_cache, v_cache = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]  # [S, Hkv, D]
         store_kv_cache_triton(k_cache, v_cache, fb.out_cache_loc, k, v)
@@ -63,7 +63,8 @@ class TritonAttentionBackend(AttentionBackend):
                 T, Hq, D = q.shape
                 m.workspace = decode_workspace(T, Hq, D, m.num_splits, q.device)
             return decode_attention_triton(q, k_cache, v_cache, fb.req_to_token, fb.req_pool_indices, m.seq_lens,
-                                           scale, num_splits=m.num_splits, workspace=m.workspace)
+                                           scale, num_splits=m.num_splits, workspace=m.workspace, window=window,
+                                           softcap=softcap)
         return extend_attention_triton(q, k, v, k_cache, v_cache, fb.req_to_token, fb.req_pool_indices,
                                        fb.prefix_lens, fb.extend_lens, scale, max_extend=m.max_extend,
-                                       extend_starts=m.extend_starts)
+                                       extend_starts=m.extend_starts, window=window, softcap=softcap)

@@ -16,6 +16,7 @@ import torch
 # mixed English / Chinese / code, as in the issue
 PROMPT = "Revenue rose 12% in Q3. 你好，世界！def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n"
 VOCAB = 49152  # the SmolLM2 tokenizer the checkpoints reuse
+WINDOW = 16    # sliding windows shorter than PROMPT, so that windowed layers mask
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             intermediate_size=128, vocab_size=VOCAB, max_position_embeddings=512)
 
@@ -45,6 +46,17 @@ def legacy_scaling(cfg: dict) -> None:
     cfg["rope_scaling"] = params
 
 
+def gemma3_legacy(cfg: dict, pattern: int) -> None:
+    """transformers 4.x style Gemma 3: rope_theta and rope_local_base_freq, a sliding_window_pattern, no
+    layer_types."""
+    params = cfg.pop("rope_parameters")
+    cfg["rope_theta"] = params["full_attention"]["rope_theta"]
+    cfg["rope_local_base_freq"] = params["sliding_attention"]["rope_theta"]
+    cfg.pop("layer_types")
+    cfg.pop("_sliding_window_pattern", None)
+    cfg["sliding_window_pattern"] = pattern
+
+
 def rope(theta: float, **scaling) -> dict:
     return {"rope_parameters": {"rope_theta": theta, "rope_type": scaling.pop("rope_type", "default"), **scaling}}
 
@@ -60,9 +72,9 @@ VARIANTS = [
             rope(10000.0, rope_type="yarn", factor=4.0, original_max_position_embeddings=128, mscale=0.707,
                  mscale_all_dim=1.0, beta_fast=16, beta_slow=2), edit=legacy_scaling),
     Variant("llama-bias-untied", "LlamaConfig", dict(attention_bias=True, mlp_bias=True, tie_word_embeddings=False)),
-    Variant("mistral-sliding", "MistralConfig", dict(sliding_window=96, **rope(1e6))),
+    Variant("mistral-sliding", "MistralConfig", dict(sliding_window=WINDOW, **rope(1e6))),
     Variant("qwen2-bias", "Qwen2Config", dict(tie_word_embeddings=False, **rope(1e6))),
-    Variant("qwen2-sliding-tied", "Qwen2Config", dict(use_sliding_window=True, sliding_window=96, max_window_layers=1,
+    Variant("qwen2-sliding-tied", "Qwen2Config", dict(use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1,
                                                       tie_word_embeddings=True)),
     Variant("qwen3-qknorm", "Qwen3Config", dict(head_dim=32, **rope(1e6))),
     Variant("qwen3-bias-yarn", "Qwen3Config", dict(head_dim=16, attention_bias=True, tie_word_embeddings=True,
@@ -75,9 +87,23 @@ VARIANTS = [
         **rope(10000.0, rope_type="longrope", short_factor=[1.0 + 0.25 * i for i in range(8)],
                long_factor=[2.0 + i for i in range(8)]))),
     Variant("gemma", "GemmaConfig", dict(head_dim=32, pad_token_id=0, eos_token_id=2, bos_token_id=1)),
-    Variant("gemma2-softcap", "Gemma2Config", dict(head_dim=32, query_pre_attn_scalar=24, sliding_window=96,
+    Variant("gemma2-softcap", "Gemma2Config", dict(head_dim=32, query_pre_attn_scalar=24, sliding_window=WINDOW,
                                                     attn_logit_softcapping=None, final_logit_softcapping=5.0,
                                                     pad_token_id=0, eos_token_id=2, bos_token_id=1)),
+    Variant("gemma2-attn-softcap", "Gemma2Config", dict(head_dim=32, query_pre_attn_scalar=24, sliding_window=WINDOW,
+                                                         attn_logit_softcapping=2.0, final_logit_softcapping=5.0,
+                                                         pad_token_id=0, eos_token_id=2, bos_token_id=1)),
+    Variant("gemma3", "Gemma3TextConfig", dict(
+        num_hidden_layers=3, num_key_value_heads=1, head_dim=32, query_pre_attn_scalar=24, sliding_window=WINDOW,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"], pad_token_id=0, eos_token_id=2,
+        bos_token_id=1, rope_parameters={"full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+                                         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}})),
+    Variant("gemma3-legacy", "Gemma3TextConfig", dict(
+        num_hidden_layers=4, num_key_value_heads=1, head_dim=32, sliding_window=WINDOW, pad_token_id=0,
+        eos_token_id=2, bos_token_id=1, final_logit_softcapping=6.0,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 20000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 500.0}}),
+            edit=lambda cfg: gemma3_legacy(cfg, pattern=2)),
 ]
 FAMILIES = sorted({v.config_class for v in VARIANTS})
 

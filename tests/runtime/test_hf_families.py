@@ -11,8 +11,8 @@ import pytest
 from sglite.runtime.model import LlamaModel, Model, load_model
 from sglite.runtime.weights import load_config_and_weights
 
-from .hf_checkpoints import (FAMILIES, PROMPT, VARIANTS, load_reference, reference_greedy, reference_logits,
-                             write_checkpoint)
+from .hf_checkpoints import (FAMILIES, PROMPT, VARIANTS, WINDOW, load_reference, reference_greedy,
+                             reference_logits, write_checkpoint)
 from .paged import PagedRunner
 
 GREEDY_TOKENS = 16
@@ -96,12 +96,33 @@ def test_families_covered():
     assert len(FAMILIES) >= 6, FAMILIES
 
 
-def test_sliding_window_caps_the_context(tmp_path, tokenizer):
-    variant = next(v for v in VARIANTS if v.name == "mistral-sliding")
-    model = load_model(write_checkpoint(tmp_path, variant, tokenizer))
-    assert model.config.max_context == model.config.sliding_window == 96
-    with pytest.raises(ValueError, match="context of 96"):
-        model.logits([5] * 97)
+WINDOWED_VARIANTS = ["mistral-sliding", "qwen2-sliding-tied", "gemma2-softcap", "gemma3", "gemma3-legacy"]
+
+
+@pytest.mark.parametrize("name", WINDOWED_VARIANTS)
+def test_sliding_window_masks(checkpoints, name):
+    """The prompt is longer than the window, the context is not capped at it, and the mask is not a no-op:
+    attending to the whole prompt instead moves logits by > 1e-3 (agreement above is evidence it is honoured)."""
+    loaded = checkpoints(name)
+    config = loaded.ours.config
+    assert config.sliding_window == WINDOW < len(loaded.prompt) < config.max_context
+    _, weights = load_config_and_weights(loaded.folder)
+    unwindowed = Model(LlamaModel(dataclasses.replace(config, sliding_window=None, sliding_layers=None), weights),
+                       loaded.ours.tokenizer)
+    assert (unwindowed.logits(loaded.prompt) - loaded.ours.logits(loaded.prompt)).abs().max().item() > 1e-3
+
+
+@pytest.mark.parametrize("name, changes", [
+    ("gemma3", dict(rope_local_theta=None)),                      # the windowed layers' own rope base
+    ("gemma3-legacy", dict(rope_local_theta=None)),
+    ("gemma3-legacy", dict(final_logit_softcapping=None)),
+    ("gemma2-attn-softcap", dict(attn_logit_softcapping=None)),
+])
+def test_gemma_settings_change_the_output(checkpoints, name, changes):
+    loaded = checkpoints(name)
+    config, weights = load_config_and_weights(loaded.folder)
+    ablated = Model(LlamaModel(dataclasses.replace(config, **changes), weights), loaded.ours.tokenizer)
+    assert (ablated.logits(loaded.prompt) - loaded.ours.logits(loaded.prompt)).abs().max().item() > 1e-3
 
 
 def test_model_card_is_logged(tmp_path, tokenizer, caplog):

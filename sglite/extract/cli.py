@@ -1,22 +1,48 @@
-"""`sglite extract` / `python -m sglite.extract`: options, the checks before the model loads, the job, the
-summary. Exit status: 0 every record validated, 1 some documents failed (their lines say why), 2 the job could
-not start (one line on stderr says why), 130 interrupted (rerun with --resume)."""
+"""`sglite extract` / `python -m sglite.extract`: options, the checks before the model loads, the job (run by
+api.Extraction, the same job as the Python API's), the summary. Exit status: 0 every record validated, 1 some
+documents failed (their lines say why), 2 the job could not start (one line on stderr says why), 3 the output
+could not be written (a full disk, say: free space, then rerun with --resume), 130 interrupted by Ctrl-C and 143
+by SIGTERM (rerun with --resume)."""
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from ..protocol import closed_schema, json_schema_text
+from .api import Extraction, has_chat_template, job_spec
 from .errors import SetupError
 from .inputs import Document, id_key, load_documents
-from .job import JobSpec, Unfinished, run_documents, shared_prefix
+from .job import JobSpec, Unfinished
 from .output import ResultLog
-from .preflight import check_enforceable, check_ray, check_server, load_schema
+from .preflight import check_enforceable, check_ray, check_server, load_model_schema, load_schema
 from .progress import Progress
 from .summary import Summary
+
+EXIT_WRITE_FAILED = 3
+EXIT_INTERRUPTED = 130   # 128 + SIGINT
+EXIT_TERMINATED = 143    # 128 + SIGTERM
+
+
+class WriteFailed(Exception):
+    """The output file refused a line (OSError: a full disk, a file system gone read-only)."""
+
+
+def _append(log: ResultLog, line: dict) -> None:
+    try:
+        log.append(line)
+    except OSError as e:
+        raise WriteFailed(e.strerror or str(e)) from e
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread so the job stops as it does on Ctrl-C."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
 
 
 def _positive(text: str) -> int:
@@ -29,7 +55,9 @@ def _positive(text: str) -> int:
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="sglite extract", description="JSON-Schema extraction over documents: one "
                                  "output line per document, written as soon as it finishes")
-    ap.add_argument("--schema", type=Path, required=True, help="JSON Schema file of one record")
+    ap.add_argument("--schema", required=True, metavar="FILE|module:Model",
+                    help="JSON Schema file of one record, or a pydantic model class (its validators run on every "
+                         "record; see --max-retries)")
     ap.add_argument("--prompt", type=Path, required=True, help="instructions file (may contain {text})")
     ap.add_argument("--input", nargs="+", required=True, metavar="PATH",
                     help="JSONL or CSV files, .txt/.md files, directories of .txt/.md files, or globs")
@@ -54,13 +82,24 @@ def _parser() -> argparse.ArgumentParser:
                          "replica holds two shards, at most 64 documents each)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--weights", default="auto",
-                    help="weight format: auto (measured on this machine), fp32, bf16, int8, int4, int4+bf16")
+                    help="weight format: auto (measured on this machine), fp32, bf16, int8, int4, w4a16, w4a8, or "
+                         "SMALL+LARGE (decode rows + prefill rows) such as w4a16+bf16")
     ap.add_argument("--num-threads", type=_positive, default=None,
                     help="CPU: torch threads (default: one per core; fewer on a shared machine); with --ray, per "
                          "replica, which declares as many CPUs to Ray (default 1)")
     ap.add_argument("--max-tokens", type=_positive, default=512, help="per record (default: 512)")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--limit", type=_positive, default=None, help="only the first N documents")
+    ap.add_argument("--no-spans", dest="spans", action="store_false",
+                    help="do not locate each value in its document (spans are on by default)")
+    ap.add_argument("--chunk-tokens", type=_positive, default=None, metavar="N",
+                    help="split documents longer than N tokens into chunks, extract each and merge the records "
+                         "(first non-null per field, lists joined; conflicts listed on the line)")
+    ap.add_argument("--chunk-overlap", type=int, default=0, metavar="M",
+                    help="with --chunk-tokens: tokens each chunk shares with the previous one (default 0)")
+    ap.add_argument("--max-retries", type=int, default=0,
+                    help="with --schema module:Model: send a record that fails the model's validators back to the "
+                         "model with the errors, up to this many times (default 0)")
     ap.add_argument("--allow-extra-keys", action="store_true",
                     help="let the model add keys the schema does not name (default: objects are closed while "
                          "generating, which keeps outputs short; validation uses the schema as given)")
@@ -71,11 +110,31 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
     """The CLI body; `backend` (tests, embedding) replaces the one the options would build (and is not shut
     down here)."""
     args = _parser().parse_args(argv)
+    old = _install_sigterm()
     try:
         return _main(args, backend)
-    except KeyboardInterrupt:   # while loading the model, say; the job itself reports how far it got
-        print(f"\nsglite extract: interrupted; rerun with --resume to continue {args.output}", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:   # while loading the model, say; the job itself reports how far it got
+        print(f"\nsglite extract: {_stopped_by(e)}; rerun with --resume to continue {args.output}", file=sys.stderr)
+        return _interrupted_status(e)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+
+
+def _install_sigterm() -> Any:
+    """SIGTERM stops the job as Ctrl-C does (the old handler is returned; None off the main thread)."""
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:   # not the main thread (an embedding caller's worker): leave signals alone
+        return None
+
+
+def _stopped_by(e: BaseException) -> str:
+    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+
+
+def _interrupted_status(e: BaseException) -> int:
+    return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
 
 
 def _main(args: argparse.Namespace, backend: Any) -> int:
@@ -86,6 +145,11 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
             raise SetupError("--ray and --url both say where the model runs; give one")
         if args.ray is None and (args.replicas is not None or args.shard_size is not None):
             raise SetupError("--replicas and --shard-size go with --ray")
+        if args.chunk_overlap and args.chunk_tokens is None:
+            raise SetupError("--chunk-overlap goes with --chunk-tokens")
+        if args.chunk_tokens is not None and not 0 <= args.chunk_overlap < args.chunk_tokens:
+            raise SetupError(f"--chunk-overlap must be in [0, --chunk-tokens), got {args.chunk_overlap} with "
+                             f"--chunk-tokens {args.chunk_tokens}")
         if args.ray is not None and backend is None:
             check_ray(args.ray or None, args.replicas, args.shard_size)
         if args.url and backend is None:
@@ -95,7 +159,7 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
         return _fail(e)
     with log:
         try:
-            check_enforceable(spec.schema_text, args.schema)
+            check_enforceable(spec.schema_text, f"--schema {args.schema}")
             log.begin()
         except SetupError as e:
             return _fail(e)
@@ -123,7 +187,13 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
             except SetupError as e:
                 return _fail(e)
         try:
-            return _run(spec, todo, backend, log, summary, args.output)
+            if not has_chat_template(backend):
+                print("sglite extract: the model has no chat template; the prompt is plain text (the instructions, "
+                      "then the document)", file=sys.stderr)
+                spec = spec.with_plain()
+            job = Extraction(spec, backend, spans=args.spans, chunk_tokens=args.chunk_tokens,
+                             chunk_overlap=args.chunk_overlap)
+            return _run(job, todo, log, summary, args.output)
         finally:
             if own_backend:
                 backend.shutdown()
@@ -131,7 +201,16 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
 
 def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
     """The job from the files: the schema (valid JSON Schema), the prompt, the documents."""
-    schema = load_schema(args.schema)
+    schema_file = Path(args.schema)
+    if ":" in args.schema and not schema_file.exists():
+        schema: Any = load_model_schema(args.schema)
+    else:
+        if args.max_retries:
+            raise SetupError("--max-retries re-asks when a pydantic model's validators fail; give --schema as "
+                             "module:Model")
+        schema = load_schema(schema_file)
+    if args.max_retries < 0:
+        raise SetupError(f"--max-retries must be >= 0, got {args.max_retries}")
     try:
         instructions = args.prompt.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as e:
@@ -145,8 +224,8 @@ def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
             raise SetupError(f"--output {args.output} is also an input; write the results to another file")
     # the same conversion as gen(json_schema=Model): a schema file written from Model.model_json_schema()
     # gives the same text, hence the same grammar
-    schema_text = json_schema_text(schema if args.allow_extra_keys else closed_schema(schema))
-    return JobSpec(instructions, schema, schema_text, args.max_tokens, args.temperature), docs
+    return job_spec(schema, instructions, max_tokens=args.max_tokens, temperature=args.temperature,
+                    max_retries=args.max_retries, allow_extra_keys=args.allow_extra_keys), docs
 
 
 def _backend(args: argparse.Namespace) -> Any:
@@ -182,31 +261,43 @@ def _ray_backend(args: argparse.Namespace) -> Any:
         raise SetupError(f"--ray: {e}") from None
 
 
-def _run(spec: JobSpec, todo: list[Document], backend: Any, log: ResultLog, summary: Summary,
-         output: Path) -> int:
+def _run(job: Extraction, todo: list[Document], log: ResultLog, summary: Summary, output: Path) -> int:
+    backend = job.backend
     usage0 = backend.usage.as_dict()
     t0 = time.perf_counter()
-    prefix = shared_prefix(spec, todo, backend)
-    progress = Progress(backend, spec, todo, prefix).start()
-    written, unfinished = 0, []
+    written, unfinished, progress = 0, [], None
     try:
-        remote = getattr(backend, "run_documents", None)   # a backend that runs whole documents (RayRuntime)
-        lines = remote(spec, todo, prefix) if remote is not None else run_documents(spec, todo, backend, prefix)
-        for line in lines:
-            progress.doc_done()
-            if isinstance(line, Unfinished):
-                unfinished.append(line)
-                continue
-            log.append(line)
+        todo, early = job.check(todo)   # empty documents, documents over the context: lines before any generation
+        for line in early:
+            _append(log, line)
             summary.add(line)
             written += 1
-    except KeyboardInterrupt:
-        progress.close()
-        print(f"\nsglite extract: interrupted; {written} of {len(todo)} documents finished and are in {output}: "
-              "rerun with --resume to do the rest", file=sys.stderr)
-        return 130
+        prefix = job.prefix(todo)
+        progress = Progress(backend, job.spec, todo, prefix).start()
+        for line in job.run(todo, prefix):
+            if isinstance(line, Unfinished):
+                progress.doc_done(line.id, generated=False)
+                unfinished.append(line)
+                continue
+            progress.doc_done(line["id"], generated=line.get("record") is not None or line.get("raw") is not None)
+            _append(log, line)
+            summary.add(line)
+            written += 1
+    except KeyboardInterrupt as e:
+        if progress is not None:
+            progress.close()
+        print(f"\nsglite extract: {_stopped_by(e)}; {written} of {len(todo)} documents finished and are in "
+              f"{output}: rerun with --resume to do the rest", file=sys.stderr)
+        return _interrupted_status(e)
+    except WriteFailed as e:
+        if progress is not None:
+            progress.close()
+        print(f"sglite extract: cannot write {output} ({e}); the {written} documents before it are "
+              "there: fix that, then rerun with --resume", file=sys.stderr)
+        return EXIT_WRITE_FAILED
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
     usage = {k: v - usage0[k] for k, v in backend.usage.as_dict().items() if k != "cache_hit_rate"}
     _report(summary, output, written, time.perf_counter() - t0, usage)
     if unfinished:

@@ -6,25 +6,64 @@ result line. A failure of the service under it (the server unreachable, the engi
 step) is not: the document is reported as `Unfinished`, nothing is written, and `--resume` runs it again."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from .. import lang as sgl
 from ..protocol import ABORT_GRAMMAR, RequestError
 from .inputs import Document
 
 
+Check = Callable[[str], "list[tuple[str, str]]"]   # generated text -> (field, problem) pairs; [] when it passes
+FEEDBACK = ("That JSON object failed validation:\n{problems}\nReply with the corrected JSON object for the same "
+            "document.")
+
+
 @sgl.function
-def extract_program(s, document: str, instructions: str, schema: str, max_tokens: int):
+def extract_program(s, document: str, instructions: str, schema: str, max_tokens: int, plain: bool = False,
+                    check: Check | None = None, max_retries: int = 0):
+    """One document's record in `record`; with `check`, each failure is sent back as feedback (the conversation so
+    far is the cached prefix of the next try) up to `max_retries` times, the tries' texts in `try1`, `try2`, ...
+    and their problems in the variable `problems` (one list per failed try). `plain`: the model has no chat
+    template, so the prompt is plain text: the instructions, then the document (or the instructions with the
+    document in place of {text})."""
+    def ask(text: str) -> None:
+        nonlocal s
+        s += (text + "\n\n") if plain else sgl.user(text)
+
+    def answer(name: str) -> None:
+        nonlocal s
+        gen = sgl.gen(name, max_tokens=max_tokens, json_schema=schema)
+        s += gen if plain else sgl.assistant(gen)
+
     if "{text}" in instructions:
-        s += sgl.user(instructions.replace("{text}", document))
+        ask(instructions.replace("{text}", document))
+    elif plain:
+        ask(instructions + "\n\n" + document)
     else:
         s += sgl.system(instructions)
-        s += sgl.user(document)
-    s += sgl.assistant(sgl.gen("record", max_tokens=max_tokens, json_schema=schema))
+        ask(document)
+    answer("record")
+    if check is None:
+        return
+    failures = []
+    name = "record"
+    for attempt in range(1, max_retries + 1):
+        finish = (s.get_meta_info(name) or {}).get("finish_reason") or {}
+        problems = check(s[name]) if finish.get("type") == "stop" else []
+        if not problems:
+            break
+        failures.append(problems)
+        if plain:
+            s += "\n\n"
+        ask(FEEDBACK.format(problems="\n".join(f"- {field or '(record)'}: {why}" for field, why in problems)))
+        name = f"try{attempt + 1}"
+        answer(name)
+    s["problems"] = failures
 
 
 class Unfinished(NamedTuple):
@@ -40,15 +79,27 @@ class JobSpec:
     schema_text: str         # what the engine compiles (objects closed unless --allow-extra-keys)
     max_tokens: int
     temperature: float
+    plain: bool = False              # the model has no chat template: a plain-text prompt
+    check: Check | None = None       # re-ask on what it finds (a pydantic model's validators), see extract_program
+    max_retries: int = 0
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1, got {self.max_tokens}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    def with_plain(self) -> "JobSpec":
+        """The same job for a model without a chat template."""
+        return dataclasses.replace(self, plain=True)
 
     def call(self, doc: Document) -> dict[str, Any]:
         """extract_program's arguments for one document."""
-        return {"document": doc.text, "instructions": self.instructions, "schema": self.schema_text,
-                "max_tokens": self.max_tokens}
+        call = {"document": doc.text, "instructions": self.instructions, "schema": self.schema_text,
+                "max_tokens": self.max_tokens, "plain": self.plain}
+        if self.check is not None and self.max_retries:
+            call.update(check=self.check, max_retries=self.max_retries)
+        return call
 
 
 def shared_prefix(spec: JobSpec, docs: list[Document], backend: Any) -> str:
@@ -77,28 +128,37 @@ def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str
     try:
         futures = {pool.submit(_run_one, spec, doc, backend): doc for doc in docs}
         for fut in as_completed(futures):
-            raw, finish, error = fut.result()
+            raw, finish, error, problems = fut.result()
             doc_id = futures[fut].id
             if error is not None and not isinstance(error, RequestError):
                 yield Unfinished(doc_id, f"{type(error).__name__}: {error}")
             elif finish.get("type") == "abort" and finish.get("code") != ABORT_GRAMMAR:
                 yield Unfinished(doc_id, f"aborted ({finish.get('code')}): {finish.get('message')}")
             else:
-                yield result_line(doc_id, raw, finish, error, validator, spec.max_tokens)
+                line = result_line(doc_id, raw, finish, error, validator, spec.max_tokens, spec.check)
+                if spec.check is not None and spec.max_retries and error is None:
+                    line["tries"] = len(problems) + 1
+                    if problems:
+                        line["retried"] = sorted({field for p in problems for field, _ in p})
+                yield line
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _run_one(spec: JobSpec, doc: Document, backend: Any) -> tuple[str | None, dict, BaseException | None]:
-    """(generated text, finish reason, error) of one document's program."""
+def _run_one(spec: JobSpec, doc: Document,
+             backend: Any) -> tuple[str | None, dict, BaseException | None, list[list[tuple[str, str]]]]:
+    """(generated text of the last try, its finish reason, error, the problems of each failed try) of one
+    document's program."""
     try:
         state = extract_program.run(backend=backend, temperature=spec.temperature, **spec.call(doc))
     except Exception as e:   # noqa: BLE001 - one document's failure is its own outcome
-        return None, {}, e
+        return None, {}, e, []
     err = state.error()
     if err is not None:
-        return None, {}, err
-    return state["record"], (state.get_meta_info("record") or {}).get("finish_reason") or {}, None
+        return None, {}, err, []
+    problems = state["problems"] if "problems" in state else []
+    name = f"try{len(problems) + 1}" if problems else "record"
+    return state[name], (state.get_meta_info(name) or {}).get("finish_reason") or {}, None, problems
 
 
 def _validator(schema: dict[str, Any]) -> Any:
@@ -107,7 +167,7 @@ def _validator(schema: dict[str, Any]) -> Any:
 
 
 def result_line(doc_id: Any, raw: str | None, finish: dict, error: BaseException | None, validator: Any,
-                max_tokens: int) -> dict[str, Any]:
+                max_tokens: int, check: Check | None = None) -> dict[str, Any]:
     """`{"id", "record"}` for a record that validated; `{"id", "record": null, "error", "raw"}` otherwise."""
     def failed(why: str) -> dict[str, Any]:
         return {"id": doc_id, "record": None, "error": why, "raw": raw}
@@ -127,5 +187,9 @@ def result_line(doc_id: Any, raw: str | None, finish: dict, error: BaseException
     problems = [e.message for e in validator.iter_errors(record)]
     if problems:
         return failed("schema: " + "; ".join(problems[:3]))
+    if check is not None:
+        found = check(raw)
+        if found:
+            return failed("validator: " + "; ".join(f"{field or '(record)'}: {why}" for field, why in found[:3]))
     return {"id": doc_id, "record": record}
 

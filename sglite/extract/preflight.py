@@ -32,6 +32,36 @@ def load_schema(path: Path) -> dict[str, Any]:
     return schema
 
 
+def check_schema_dict(spec: Any, where: str = "schema") -> None:
+    """SetupError unless the job's schema is a valid JSON Schema whose every keyword the engine enforces."""
+    import jsonschema
+
+    try:
+        validator_class(spec.schema).check_schema(spec.schema)
+    except jsonschema.SchemaError as e:
+        at = "#" + "".join(f"/{p}" for p in e.path)
+        raise SetupError(f"{where} is not a valid JSON Schema at {at}: {e.message}") from None
+    check_enforceable(spec.schema_text, where)
+
+
+def load_model_schema(spec: str) -> type:
+    """`module:Model` (a pydantic model class importable from here) -> the class; SetupError otherwise."""
+    import importlib
+    import sys
+
+    module_name, _, name = spec.partition(":")
+    if "" not in sys.path:
+        sys.path.insert(0, "")   # a module beside the user, as `python -m` finds it
+    try:
+        model = getattr(importlib.import_module(module_name), name)
+    except (ImportError, AttributeError) as e:
+        raise SetupError(f"--schema {spec}: cannot import it ({type(e).__name__}: {e}); give module:Model with the "
+                         "module importable from here, or a JSON Schema file") from None
+    if not (isinstance(model, type) and hasattr(model, "model_json_schema")):
+        raise SetupError(f"--schema {spec}: {name} is not a pydantic model class")
+    return model
+
+
 def validator_class(schema: dict[str, Any]) -> Any:
     """The jsonschema validator for the schema's `$schema` dialect (2020-12 when it names none), the same
     choice the grammar compiler makes."""
@@ -39,22 +69,23 @@ def validator_class(schema: dict[str, Any]) -> Any:
     return jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
 
 
-def check_enforceable(schema_text: str, path: Path) -> None:
+def check_enforceable(schema_text: str, path: Path | str) -> None:
     """Lower the schema the engine will compile to the grammar IR, as the engine's compiler does in generation
     mode. This needs no tokenizer (only token masks do) and takes well under a second, so an unsupported keyword
     is refused here, before the model loads, with its name and JSON pointer."""
     from ..runtime.constrained import GrammarError, UnsupportedSchemaError
     from ..runtime.constrained.schema.compiler import SchemaCompiler
 
+    label = f"--schema {path}" if isinstance(path, Path) else path
     schema = json.loads(schema_text)
     try:
         SchemaCompiler(schema, {}, canonical=True).compile(schema, "#")
     except UnsupportedSchemaError as e:
-        raise SetupError(f"--schema {path}: {e}") from None
+        raise SetupError(f"{label}: {e}") from None
     except GrammarError as e:
-        raise SetupError(f"--schema {path}: cannot compile: {e}") from None
+        raise SetupError(f"{label}: cannot compile: {e}") from None
     except RecursionError:
-        raise SetupError(f"--schema {path}: nests too deeply to compile") from None
+        raise SetupError(f"{label}: nests too deeply to compile") from None
 
 
 def check_server(url: str) -> None:

@@ -4,8 +4,11 @@ Until the prompts are prefilled (or a document finishes first) it counts prefill
 engine's own counters (`prefill_tokens_computed` in get_stats, in process or through a server's
 /get_server_info) against the prompts' token count; from then on it counts documents, with docs/s and the ETA
 (tqdm's) and the output tokens so far and per second since the start (the engine's decode counter). Without
-engine counters (a backend that has none) it counts documents only. Its own thread reads the counters twice a
-second and redraws as often on a terminal, every 30 s into a log; the job's thread only calls `doc_done`."""
+engine counters (a backend that has none) it counts documents only. The two phases are one-way: once the bar
+counts documents it never shows tokens again (a counter read that fails for a tick changes nothing). A document
+that ends without generating (refused by the engine) leaves the prefill total, since its tokens will never be
+prefilled. Its own thread reads the counters twice a second and redraws as often on a terminal, every 30 s into
+a log; the job's thread only calls `doc_done`."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +16,7 @@ import threading
 import time
 from typing import Any, TextIO
 
-from .inputs import Document
+from .inputs import Document, id_key
 
 COUNT_CHUNK = 256   # documents tokenized per tick while the prompt total is being counted
 TICK_S = 0.5        # how often the counters are read (the bar redraws at most every interval_s)
@@ -27,6 +30,8 @@ class Progress:
         # a log file gets a line every 30 s rather than a redraw every half second
         self.interval_s = interval_s or (TICK_S if self.file.isatty() else 30.0)
         self.done = 0              # written only by the job's thread
+        self.generated = 0         # of which generated (the engine prefilled their prompts)
+        self._dropped: list[Any] = []   # ids of documents done without generating (appended by the job's thread)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sglite-extract-progress", daemon=True)
 
@@ -34,8 +39,13 @@ class Progress:
         self._thread.start()
         return self
 
-    def doc_done(self) -> None:
+    def doc_done(self, doc_id: Any = None, generated: bool = True) -> None:
+        """One document finished; `generated` False: it ended before any generation (its prompt never ran)."""
         self.done += 1
+        if generated:
+            self.generated += 1
+        else:
+            self._dropped.append(doc_id)
 
     def close(self) -> None:
         self._stop.set()
@@ -60,14 +70,25 @@ class Progress:
         from .job import extract_program
 
         tokenize = self.backend.tokenize
+        self._per_doc = 0
         first = run_untimed(extract_program.func, (), self.spec.call(self.docs[0]),
                             TracingBackend(self.backend.chat_template(), stop_at_first_call=True)).text
         prefix_tokens = len(tokenize(self.prefix)) if self.prefix else 0
-        per_doc = max(0, len(tokenize(first)) - prefix_tokens - len(tokenize(self.docs[0].text)))
+        per_doc = self._per_doc = max(0, len(tokenize(first)) - prefix_tokens - len(tokenize(self.docs[0].text)))
         total = prefix_tokens
         for i in range(0, len(self.docs), COUNT_CHUNK):
             total += sum(len(tokenize(d.text)) + per_doc for d in self.docs[i:i + COUNT_CHUNK])
             yield total if i + COUNT_CHUNK >= len(self.docs) else None
+
+    def _dropped_tokens(self, seen: int) -> int:
+        """Prompt tokens of the documents dropped since the first `seen` of them."""
+        texts = {id_key(d.id): d.text for d in self.docs}
+        tokens = 0
+        for doc_id in self._dropped[seen:]:
+            text = texts.get(id_key(doc_id))
+            if text is not None:
+                tokens += len(self.backend.tokenize(text)) + self._per_doc
+        return tokens
 
     def _run(self) -> None:
         from tqdm import tqdm
@@ -76,25 +97,36 @@ class Progress:
         start = self._counters()
         totals = self._prompt_tokens() if start is not None else iter(())
         bar = None
+        phase = "prefill" if start is not None else "documents"
+        total, dropped, seen = None, 0, 0
         t0 = time.perf_counter()
         while True:
             stopping = self._stop.wait(TICK_S)
             now = self._counters() if start is not None else None
-            prefilled = bar is not None and bar.total is not None and bar.n >= bar.total
-            if now is not None and self.done == 0 and not prefilled and not stopping:   # prefilling
+            if phase == "prefill":
                 if bar is None:
                     bar = tqdm(desc="prefill", unit="tok", unit_scale=True, **style)
-                try:
-                    total = next(totals, None)
-                except Exception:   # noqa: BLE001 - no tokenizer here (a server's we cannot load): no total
-                    total, totals = None, iter(())
+                if total is None:
+                    try:
+                        total = next(totals, None)
+                    except Exception:   # noqa: BLE001 - no tokenizer here (a server's we cannot load): no total
+                        totals = iter(())
+                if total is not None and seen < len(self._dropped):
+                    try:
+                        dropped += self._dropped_tokens(seen)
+                    except Exception:   # noqa: BLE001 - best effort, as above
+                        pass
+                    seen = len(self._dropped)
                 if total is not None:
-                    bar.total = total
-                bar.update(now[0] - start[0] - bar.n)
-                continue
-            if bar is None or bar.unit == "tok":
-                if bar is not None:
-                    bar.close()
+                    bar.total = max(0, total - dropped)
+                if now is not None:
+                    bar.update(now[0] - start[0] - bar.n)
+                prefilled = bar.total is not None and bar.n >= bar.total
+                if not (stopping or self.generated or prefilled or self.done == len(self.docs)):
+                    continue
+                bar.close()
+                bar, phase = None, "documents"
+            if bar is None:
                 bar = tqdm(total=len(self.docs), initial=self.done, desc="extract", unit="doc", **style)
             if now is not None:
                 out_tokens = now[1] - start[1]

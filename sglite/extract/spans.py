@@ -20,7 +20,8 @@ string indices, end exclusive). A value is tried in this order, and the first wa
   "0.214");
 - `not_found`: none of these; start and end are null. A value with no support in the text is the usual sign of
   an invented one.
-null and booleans are not located (they have no text of their own) and get no entry.
+null, booleans and empty or whitespace-only strings are not located (they have no text of their own) and get
+no entry.
 
 Cost: the text's number mentions are read once per document (one regex pass); each string is one `str.find`,
 then one pass over a case-folded copy, then rapidfuzz (C++) only for what neither found."""
@@ -62,7 +63,7 @@ def scalars(value: Any, pointer: str = "") -> Iterator[tuple[str, Any]]:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from scalars(item, f"{pointer}/{i}")
-    elif isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+    elif (isinstance(value, str) and value.strip()) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
         yield pointer, value
 
 

@@ -1,9 +1,13 @@
 """Summary: what the job's output holds, for the closing report: how many records validated and, per top-level
 field of the schema, how often a valid record gave it as null, as empty ("", whitespace, [] or {}) or left it
-out. A field that is often empty points at the prompt or the documents, not at the decoder."""
+out; where the lines carry spans, how many records have a value of the field that the document does not hold
+("not found": the usual sign of an invented value); where records were re-asked, how many tries failed on the
+field. A field that is often empty points at the prompt or the documents, not at the decoder."""
 from __future__ import annotations
 
 from typing import Any
+
+from .spans import not_found_fields
 
 
 class Summary:
@@ -14,12 +18,27 @@ class Summary:
         self.null = dict.fromkeys(self.fields, 0)
         self.empty = dict.fromkeys(self.fields, 0)
         self.absent = dict.fromkeys(self.fields, 0)
+        self.not_found = dict.fromkeys(self.fields, 0)
+        self.retried = dict.fromkeys(self.fields, 0)
+        self.with_spans = self.with_tries = self.conflicts = 0
 
     def add(self, line: dict[str, Any]) -> None:
         """Count one output line (`{"id", "record"}` or a failure with "error")."""
         self.lines += 1
+        if "tries" in line:
+            self.with_tries += 1
+            for name in line.get("retried") or ():
+                top = name.split(".")[0]
+                if top in self.retried:
+                    self.retried[top] += 1
         if "error" in line:
             return
+        self.conflicts += bool(line.get("conflicts"))
+        if isinstance(line.get("spans"), dict):
+            self.with_spans += 1
+            for name in not_found_fields(line["spans"]):
+                if name in self.not_found:
+                    self.not_found[name] += 1
         self.valid += 1
         record = line.get("record")
         if not isinstance(record, dict):
@@ -41,10 +60,15 @@ class Summary:
         if not self.fields or not self.valid:
             return ""
         width = max(len("field"), *(len(f) for f in self.fields))
-        rows = [f"{'field':<{width}}  {'null':>12}  {'empty':>12}  {'absent':>12}"]
+        columns = [("null", self.null, self.valid), ("empty", self.empty, self.valid),
+                   ("absent", self.absent, self.valid)]
+        if self.with_spans:
+            columns.append(("not found", self.not_found, self.with_spans))
+        if self.with_tries:
+            columns.append(("re-asked", self.retried, self.with_tries))
+        rows = [f"{'field':<{width}}  " + "  ".join(f"{name:>12}" for name, _, _ in columns)]
         for f in self.fields:
-            cells = (_count(c[f], self.valid) for c in (self.null, self.empty, self.absent))
-            rows.append(f"{f:<{width}}  " + "  ".join(f"{c:>12}" for c in cells))
+            rows.append(f"{f:<{width}}  " + "  ".join(f"{_count(c[f], of):>12}" for _, c, of in columns))
         return "\n".join(rows)
 
 

@@ -29,9 +29,14 @@ def _files(tmp_path, schema=SCHEMA, docs=DOCS, prompt="Extract the person named 
             "--input", str(tmp_path / "d.jsonl"), "--output", str(tmp_path / "o.jsonl")]
 
 
+def _doc(prompt):
+    """The document in a prompt: the fake engine's model has no chat template, so the prompt is plain text."""
+    return prompt.rstrip().rsplit("\n\n", 1)[-1]
+
+
 def _respond(prompt, sp):
     assert "json_schema" in sp
-    doc = prompt.rsplit("User: ", 1)[-1]
+    doc = _doc(prompt)
     name = doc.split()[0]
     age = "".join(ch for ch in doc if ch.isdigit())
     return json.dumps({"name": name, "age": int(age)}) if age else json.dumps({"name": name, "age": "old"})
@@ -50,7 +55,9 @@ def test_extract_writes_records_apart_from_ids_and_reports_invalid(tmp_path, cap
     rc = main(_files(tmp_path), backend=sgl.Runtime(engine=eng))
     out = _by_id(_lines(tmp_path))
     assert sorted(out) == ["a", "b", "c"]   # completion order; joined back by id
-    assert out["a"] == {"id": "a", "record": {"name": "Ann", "age": 31}}
+    assert out["a"] == {"id": "a", "record": {"name": "Ann", "age": 31},
+                        "spans": {"/name": {"start": 0, "end": 3, "match": "exact"},
+                                  "/age": {"start": 7, "end": 9, "match": "exact"}}}
     assert out["c"]["record"] is None and "schema" in out["c"]["error"] and '"old"' in out["c"]["raw"]
     stdout = capsys.readouterr().out
     assert rc == 1 and "2/3 validated" in stdout and "1 failed" in stdout
@@ -63,7 +70,7 @@ def test_a_property_named_id_stays_in_the_record(tmp_path):
     eng = FakeEngine(respond=lambda p, sp: json.dumps({"id": "EMP-9", "name": "Ann"}))
     assert main(_files(tmp_path, schema=schema), backend=sgl.Runtime(engine=eng)) == 0
     out = _by_id(_lines(tmp_path))
-    assert out["a"] == {"id": "a", "record": {"id": "EMP-9", "name": "Ann"}}
+    assert out["a"]["record"] == {"id": "EMP-9", "name": "Ann"}
 
 
 def test_a_failing_backend_writes_no_line_so_resume_runs_the_document_again(tmp_path, capsys):
@@ -90,12 +97,13 @@ def test_summary_counts_null_empty_and_absent_fields(tmp_path, capsys):
                                                "age": {"type": ["integer", "null"]}}, "required": ["name"]}
     answers = {"Ann": {"name": "Ann", "tags": [], "age": None}, "Bo": {"name": " ", "tags": ["x"], "age": 7},
                "Cy": {"name": "Cy"}}
-    eng = FakeEngine(respond=lambda p, sp: json.dumps(answers[p.rsplit("User: ", 1)[-1].split()[0]]))
+    eng = FakeEngine(respond=lambda p, sp: json.dumps(answers[_doc(p).split()[0]]))
     assert main(_files(tmp_path, schema=schema), backend=sgl.Runtime(engine=eng)) == 0
     rows = {r.split()[0]: r.split()[1:] for r in capsys.readouterr().out.splitlines()[3:6]}
-    assert rows["name"] == ["0", "1", "(33%)", "0"]             # null, empty (count, share), absent
-    assert rows["tags"] == ["0", "1", "(33%)", "1", "(33%)"]
-    assert rows["age"] == ["1", "(33%)", "0", "1", "(33%)"]
+    # null, empty (count, share), absent, not found in the document
+    assert rows["name"] == ["0", "1", "(33%)", "0", "0"]
+    assert rows["tags"] == ["0", "1", "(33%)", "1", "(33%)", "1", "(33%)"]    # Bo's "x" is not in "Bo is 7."
+    assert rows["age"] == ["1", "(33%)", "0", "1", "(33%)", "0"]
 
 
 # --- refused before the model loads: one line on stderr, exit 2 ----------------------------------------------------
@@ -165,7 +173,7 @@ def test_resume_runs_only_missing_ids_and_drops_a_cut_off_line(tmp_path, capsys)
     assert main(args + ["--resume"], backend=sgl.Runtime(engine=eng)) == 1
     lines = _lines(tmp_path)
     assert sorted(x["id"] for x in lines) == ["a", "b", "c"]
-    assert sorted(c["prompt"].rsplit("User: ", 1)[-1].split()[0] for c in eng.gen_calls()) == ["Ann", "Cy"]
+    assert sorted(_doc(c["prompt"]).split()[0] for c in eng.gen_calls()) == ["Ann", "Cy"]
     cap = capsys.readouterr()
     assert "cut-off line" in cap.err and "2/3 validated (1 from an earlier run)" in cap.out
     calls = len(eng.gen_calls())

@@ -1,0 +1,73 @@
+"""Long documents: split into chunks of at most N tokens that overlap by M, and the chunks' records merged.
+
+The merge rule, field by field over the top-level fields, in chunk order:
+- a scalar or object: the first non-null value; a later chunk's different non-null value is a conflict, listed
+  on the line under "conflicts" (`{"/field": [first value, other values...]}`);
+- a list: the chunks' lists concatenated without duplicates (by JSON text), cut at the schema's `maxItems`;
+- a field no chunk gives stays absent (or null, when every chunk gives null).
+Spans are found afterwards in the whole document."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+# a chunk ends at whitespace when some lies in its last CUT_SLACK of characters, so words are not cut
+CUT_SLACK = 0.1
+
+
+def chunk_bounds(text: str, encode: Callable[[str], list[int]], decode: Callable[[list[int]], str],
+                 chunk_tokens: int, overlap: int) -> list[tuple[int, int]]:
+    """Character (start, end) of each chunk: windows of `chunk_tokens` tokens stepping by chunk_tokens - overlap,
+    mapped to characters by decoding token prefixes (or, where the tokenizer does not give the text back
+    exactly, in proportion), each end moved back to whitespace when there is some near it."""
+    if not 0 <= overlap < chunk_tokens:
+        raise ValueError(f"the chunk overlap must be in [0, chunk tokens), got {overlap} of {chunk_tokens}")
+    ids = encode(text)
+    if len(ids) <= chunk_tokens:
+        return [(0, len(text))]
+    exact = decode(ids) == text
+
+    def char_at(i: int) -> int:
+        if i >= len(ids):
+            return len(text)
+        return len(decode(ids[:i])) if exact else round(len(text) * i / len(ids))
+
+    bounds, step, i = [], chunk_tokens - overlap, 0
+    while True:
+        start = char_at(i) if not bounds else min(char_at(i), bounds[-1][1])
+        end = char_at(i + chunk_tokens)
+        if end < len(text):
+            cut = max(text.rfind(" ", start, end), text.rfind("\n", start, end))
+            if cut > end - CUT_SLACK * (end - start):
+                end = cut + 1
+        bounds.append((start, end))
+        if i + chunk_tokens >= len(ids):
+            return bounds
+        i += step
+
+
+def merge_records(records: list[dict[str, Any]], schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
+    """(merged record, conflicts) of the chunks' records, by the module's rule."""
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    merged: dict[str, Any] = {}
+    conflicts: dict[str, list] = {}
+    for record in records:
+        for key, value in record.items():
+            if isinstance(value, list):
+                have = merged.get(key)
+                have = list(have) if isinstance(have, list) else []
+                seen = {json.dumps(v, sort_keys=True) for v in have}
+                for item in value:
+                    text = json.dumps(item, sort_keys=True)
+                    if text not in seen:
+                        seen.add(text)
+                        have.append(item)
+                limit = (props.get(key) or {}).get("maxItems") if isinstance(props.get(key), dict) else None
+                merged[key] = have[:limit] if isinstance(limit, int) else have
+            elif key not in merged or merged[key] is None:
+                merged[key] = value
+            elif value is not None and value != merged[key]:
+                seen_values = conflicts.setdefault(f"/{key.replace('~', '~0').replace('/', '~1')}", [merged[key]])
+                if value not in seen_values:
+                    seen_values.append(value)
+    return merged, conflicts

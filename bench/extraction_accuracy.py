@@ -6,8 +6,9 @@ on the same GGUF, the same chat messages and the same schema, in one run.
     python bench/extraction_accuracy.py --modes standard --skip-llamacpp --sets bundled,synthetic \
         --dry default,0,0.8+nc,0.5+nc                     # JSON DRY defaults compared on both report sets
 
-For every system: outputs that validate, gold fields right per field and in total (rules: bench/accuracy.py),
-and few-shot leaks: records whose `guidance` or a `risks` item is copied from the example program's few-shot
+For every system: outputs that validate, gold fields right per field and in total, scored by `sglite eval`'s
+evaluation (sglite/extract/evaluation.py) with bench/accuracy.py's rules for company, period and currency (its
+number rule is eval's default), and few-shot leaks: records whose `guidance` or a `risks` item is copied from the example program's few-shot
 answers (text the report itself does not contain). llama-server gets `response_format: json_schema` with the
 example's pydantic schema; its grammar allows bounded whitespace (llama.cpp's json-schema-to-grammar). The
 sglite Engine is built once per mode with `json_whitespace=<mode>` and otherwise default options.
@@ -23,7 +24,12 @@ makes the default sequence breakers "\n" and ":" only (llama.cpp's '"' and '*' d
 The configurations run one after another on one Engine, every set in each, and the first is the reference of a
 paired comparison: per gold field, how many only the reference got right and how many only the other did, with
 the two-sided sign-test p-value of that split (fields both got right or both wrong say nothing about the
-difference)."""
+difference).
+
+`--outputs DIR` writes each system's records as `sglite extract` output files (DIR/<set>.<system>.jsonl), so
+`sglite eval DIR/bundled.sglite_standard.jsonl --gold examples/data/reports_gold.jsonl --rule
+company=accuracy:company_matches --rule period=accuracy:period_matches --rule currency=exact` (bench/ on
+PYTHONPATH) prints the same figures."""
 from __future__ import annotations
 
 import argparse
@@ -36,11 +42,15 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from accuracy import GOLD_FILES, load_gold, paired, print_accuracy_table, score_job, sign_test_p  # noqa: E402
+from accuracy import GOLD_FIELDS, GOLD_FILES, company_matches, load_gold, period_matches  # noqa: E402
 from vs_llamacpp import (DEFAULT_BIN_DIR, LlamaServer, SgliteSide, chat_messages, find_binaries,  # noqa: E402
                          load_example)
 
+from sglite.extract.evaluation import Evaluation, evaluate, paired, same_exact, sign_test_p  # noqa: E402
+from sglite.extract.inputs import id_key  # noqa: E402
+
 MODES = ("compact", "standard", "flexible", "any")
+RULES = {"company": company_matches, "period": period_matches, "currency": same_exact}   # numbers: eval's default
 SETS = {"bundled": ("reports.jsonl", GOLD_FILES["bundled"]),
         "synthetic": ("synthetic_reports.jsonl", GOLD_FILES["synthetic"])}
 BREAKER_SETS = {"nc": ("\n", ":"), "ll": ("\n", ":", '"', "*")}
@@ -115,6 +125,39 @@ def few_shot_leaks(example, docs: list[dict], records: dict[str, dict | None]) -
     return leaks
 
 
+def evaluation(records: dict[str, dict | None], gold: dict[str, dict]) -> Evaluation:
+    """`sglite eval`'s scores of one job over the reports it ran (each must have gold values)."""
+    missing = sorted(set(records) - set(gold))
+    if missing:
+        raise KeyError(f"no gold values for report id(s) {missing}")
+    output = {id_key(doc_id): {"id": doc_id, "record": record} for doc_id, record in records.items()}
+    return evaluate(output, {id_key(doc_id): gold[doc_id] for doc_id in records}, list(GOLD_FIELDS), RULES)
+
+
+def print_accuracy_table(evals: dict[str, Evaluation]) -> None:
+    """One row per field, one column per system, as a markdown table."""
+    names = list(evals)
+    print("| field | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    for field in (*GOLD_FIELDS, "total"):
+        cells = []
+        for name in names:
+            s = evals[name].total if field == "total" else evals[name].fields[field]
+            cells.append(f"{s.right}/{s.scored} ({s.accuracy:.0%})" if s.scored else "–")
+        label = f"**{field}**" if field == "total" else field
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def write_outputs(folder: Path, set_name: str, system: str, records: dict[str, dict | None]) -> Path:
+    """The records as an `sglite extract` output file ({"id", "record"} lines), for `sglite eval`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{set_name}.{''.join(c if c.isalnum() else '_' for c in system)}.jsonl"
+    with open(path, "w", encoding="utf-8") as f:
+        for doc_id, record in records.items():
+            f.write(json.dumps({"id": doc_id, "record": record}, ensure_ascii=False) + "\n")
+    return path
+
+
 def write_dump(path: Path, set_name: str, system: str, records: dict[str, dict | None]) -> None:
     """Appends one JSONL line per record: {"set", "system", "id", "record"} (bench/accuracy.py rescores them)."""
     with open(path, "a", encoding="utf-8") as f:
@@ -134,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--llamacpp-bin", type=Path, default=DEFAULT_BIN_DIR)
     ap.add_argument("--ctx-per-slot", type=int, default=2048)
     ap.add_argument("--dump", type=Path, default=None, help="write every record (JSONL: system, id, record)")
+    ap.add_argument("--outputs", type=Path, default=None, metavar="DIR",
+                    help="write each system's records as sglite extract output files, for sglite eval")
     ap.add_argument("--sets", default="bundled", help=f"comma list of report sets, of {list(SETS)}")
     ap.add_argument("--dry", default="default",
                     help="comma list of JSON DRY defaults to run each sglite mode under: default, M, M+nc, M+ll")
@@ -189,15 +234,19 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in sets:
         n = len(docs[name])
-        scores = {system: score_job(job.records, gold[name]) for system, job in jobs[name].items()}
+        scores = {system: evaluation(job.records, gold[name]) for system, job in jobs[name].items()}
+        if args.outputs:
+            for system, job in jobs[name].items():
+                write_outputs(args.outputs, name, system, job.records)
         print(f"\n### {name}: {n} reports ({SETS[name][0]})\n")
         print("| system | valid | gold fields right | few-shot leaks | wall s |")
         print("|---|---:|---:|---:|---:|")
         for system, job in jobs[name].items():
-            right, total = scores[system]["total"]
+            right, total = scores[system].total.right, scores[system].total.scored
             print(f"| {system} | {job.valid}/{n} | {right}/{total} | "
                   f"{few_shot_leaks(example, docs[name], job.records)}/{n} | {job.wall_s:.1f} |")
-        print(f"\nfield accuracy against examples/data/{SETS[name][1]} (rules: bench/accuracy.py)\n")
+        print(f"\nfield accuracy against examples/data/{SETS[name][1]} (sglite eval, with bench/accuracy.py's "
+              "company, period and currency rules)\n")
         print_accuracy_table(scores)
         for system, job in jobs[name].items():
             for doc_id, why in job.errors.items():
@@ -211,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         for system in systems[1:]:
             cells, tot = [], [0, 0]
             for name in sets:
-                a, b = paired(jobs[name][ref].records, jobs[name][system].records, gold[name])
+                a, b = paired(evaluation(jobs[name][ref].records, gold[name]),
+                              evaluation(jobs[name][system].records, gold[name]))["total"]
                 tot[0], tot[1] = tot[0] + a, tot[1] + b
                 cells.append(f"{a} : {b} (p {sign_test_p(a, b):.2f})")
             cells.append(f"{tot[0]} : {tot[1]} (p {sign_test_p(*tot):.2f})")

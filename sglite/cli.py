@@ -1,4 +1,5 @@
-"""The `sglite` command: `sglite serve ...` (HTTP server), `sglite extract ...` (batch JSON extraction)."""
+"""The `sglite` command: `sglite serve ...` (HTTP server), `sglite extract ...` (batch JSON extraction) and the
+tools around it: `eval`, `view`, `batch`."""
 from __future__ import annotations
 
 import sys
@@ -8,6 +9,9 @@ USAGE = """usage: sglite <command> [options]
 commands:
   serve     run the HTTP server (OpenAI-compatible API and native /generate)
   extract   run a JSON-schema extraction over documents (JSONL, CSV, text files), resumable
+  eval      score an extraction output against gold values, or compare two outputs (sign test)
+  view      write a self-contained HTML review page of an extraction output and its documents
+  batch     run an OpenAI batch file (/v1/chat/completions, /v1/completions lines), resumable
 run `sglite <command> --help` for the options of each."""
 
 
@@ -23,6 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     if command == "extract":
         from .extract import main as extract_main
         return extract_main(rest)
+    if command == "eval":
+        from .extract.eval_cli import main as eval_main
+        return eval_main(rest)
+    if command == "view":
+        from .extract.review import main as view_main
+        return view_main(rest)
+    if command == "batch":
+        from .extract.batch import main as batch_main
+        return batch_main(rest)
     print(f"sglite: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
     return 2
 

@@ -119,7 +119,12 @@ class TextIndex:
             if hit is not None and hit.dest_end > hit.dest_start:
                 window = folded[hit.dest_start:hit.dest_end]
                 if all(d in window for d in re.findall(r"\d+", key)):
-                    return span(offsets[hit.dest_start], offsets[hit.dest_end - 1] + 1, "fuzzy")
+                    start, end = offsets[hit.dest_start], offsets[hit.dest_end - 1] + 1
+                    while start > 0 and _word(self.text[start - 1]) and _word(self.text[start]):
+                        start -= 1   # whole words: the window has the value's length, not the text's
+                    while end < len(self.text) and _word(self.text[end]) and _word(self.text[end - 1]):
+                        end += 1
+                    return span(start, end, "fuzzy")
         return NOT_FOUND
 
     def _locate_period(self, part: str, year: str) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
 """MaskBench (JSONSchemaBench, model-free): sglite's grammar engine beside llguidance and outlines-core, same
-run, same schemas, same SmolLM2 tokenizer.
+run, same schemas, same tokenizer (SmolLM2's by default; --model FILE takes any model's, e.g. Gemma 3's
+262,144-token SentencePiece vocabulary from its GGUF).
 
 For each sampled schema and engine: compile (timed); for each test instance, serialise with json.dumps,
 tokenize, and at every token compute the mask (timed), check the token is allowed and advance; at the end EOS
@@ -11,6 +12,7 @@ clock on a shared machine mostly measures the neighbours. (An engine that comput
 under-counted; none of the three does for these calls.)
 
     python bench/maskbench.py --limit 300 --seed 0 [--engines sglite,llguidance,outlines] [--timeout 30]
+                              [--model PATH.gguf | HF folder]
 """
 from __future__ import annotations
 
@@ -192,11 +194,11 @@ def jump_forward_stats(tok, compiler, files: list[str]) -> dict:
     return dict(tokens=total, forced=forced, drift=drift, calls=calls)
 
 
-def _worker(name: str, conn) -> None:
+def _worker(name: str, model: str | None, conn) -> None:
     sys.path.insert(0, str(ROOT.parent))
     try:
         from sglite.runtime.tokenizer import load_tokenizer
-        tok = load_tokenizer()
+        tok = load_tokenizer(model)
         engine = ENGINES[name](tok)
     except BaseException as e:      # say why to the parent now, rather than let it wait out its timeout
         conn.send(f"{type(e).__name__}: {e}")
@@ -212,14 +214,14 @@ def _worker(name: str, conn) -> None:
 class Runner:
     """One engine in a forked process; restarted after a timeout."""
 
-    def __init__(self, name: str, timeout: float):
-        self.name, self.timeout = name, timeout
+    def __init__(self, name: str, timeout: float, model: str | None = None):
+        self.name, self.timeout, self.model = name, timeout, model
         self.proc = None
 
     def _start(self):
         ctx = mp.get_context("fork")
         self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_worker, args=(self.name, child), daemon=True)
+        self.proc = ctx.Process(target=_worker, args=(self.name, self.model, child), daemon=True)
         self.proc.start()
         if not self.conn.poll(300):
             raise RuntimeError(f"{self.name} worker did not start within 300 s")
@@ -260,6 +262,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=30.0, help="seconds per schema per engine")
     ap.add_argument("--show-errors", type=int, default=0, help="print the N most common sglite errors")
     ap.add_argument("--show-wrong", action="store_true")
+    ap.add_argument("--model", default=None, help="the tokenizer of this GGUF file or HF folder (default: "
+                                                  "SmolLM2-135M's)")
     ap.add_argument("--jump-forward", action="store_true",
                     help="instead: how many tokens jump-forward commits on valid instances, and drifts")
     args = ap.parse_args()
@@ -271,7 +275,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT.parent))
         from sglite.runtime.constrained import GrammarCompiler
         from sglite.runtime.tokenizer import load_tokenizer
-        tok = load_tokenizer()
+        tok = load_tokenizer(args.model)
         st = jump_forward_stats(tok, GrammarCompiler(tok), files)
         print(f"jump-forward on {len(files)} schemas' valid instances (compact JSON): {st['forced']} of "
               f"{st['tokens']} tokens committed without sampling ({100 * st['forced'] / max(st['tokens'], 1):.1f}%), "
@@ -282,7 +286,7 @@ def main() -> None:
     per = {n: [] for n in names}
     t_start = time.time()
     for n in names:
-        r = Runner(n, args.timeout)
+        r = Runner(n, args.timeout, args.model)
         for i, f in enumerate(files):
             per[n].append(r.run(f))
         r.close()
@@ -299,7 +303,8 @@ def main() -> None:
             timeouts=sum(1 for x in res if x["error"] == "timeout"),
             compile_p50=_pct(ctimes, 50), compile_p99=_pct(ctimes, 99),
             mask_p50=_pct(masks, 50), mask_p99=_pct(masks, 99), masks=len(masks))
-    print(f"MaskBench sample: {len(files)} schemas (seed {args.seed}), SmolLM2 tokenizer, timeout "
+    tokenizer = "SmolLM2 tokenizer" if args.model is None else f"tokenizer of {Path(args.model).name}"
+    print(f"MaskBench sample: {len(files)} schemas (seed {args.seed}), {tokenizer}, timeout "
           f"{args.timeout:.0f}s/schema; compile and mask times are per-thread CPU time\n")
     print("| engine | compiled | passing all tests | valid rejected | invalid accepted | timeouts | "
           "compile p50 ms | compile p99 ms | mask p50 µs | mask p99 µs | masks |")

@@ -99,7 +99,8 @@ class Tokenizer:
     def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         """Render messages ([{"role", "content"}]) with the model's own jinja2 template."""
         if self.chat_template is None:
-            raise ValueError(f"tokenizer {self.name!r} has no chat template; format the prompt yourself")
+            raise ValueError(f"tokenizer {self.name!r} has no chat template (a base model): send a plain prompt, "
+                             "not chat messages or role blocks, or use a model that has one")
         for i, m in enumerate(messages):
             if not isinstance(m, dict) or "role" not in m or "content" not in m:
                 raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r}")
@@ -160,7 +161,10 @@ def _tokenizer_from_gguf(path: Path) -> Tokenizer:
 
     from .gguf_loader import GGUFError, open_gguf
 
-    meta = open_gguf(str(path.resolve())).tokenizer_metadata()
+    gguf_file = open_gguf(str(path.resolve()))
+    meta = gguf_file.tokenizer_metadata()
+    if meta.model == "llama" and gguf_file.architecture in GEMMA_ARCHITECTURES:
+        return _gemma_from_gguf(path, meta)
     if meta.model == "llama":
         return _sentencepiece_from_gguf(path, meta)
     if meta.model != "gpt2":
@@ -233,6 +237,37 @@ def _sentencepiece_from_gguf(path: Path, meta) -> Tokenizer:
     hf.add_special_tokens([AddedToken(meta.tokens[i], special=True, normalized=False) for i in special])
     user = [i for i, t in enumerate(meta.token_types) if t == USER_DEFINED]
     hf.add_tokens([AddedToken(meta.tokens[i], special=False, normalized=False) for i in user])
+    return Tokenizer(hf, eos_token_id=meta.eos_token_id, bos_token_id=meta.bos_token_id,
+                     add_bos_token=meta.add_bos_token, chat_template=meta.chat_template, special_ids=special,
+                     byte_level=False, name=f"gguf:{path.name}:{len(meta.tokens)}",
+                     chat_template_source=_GGUF_TEMPLATE_SOURCE if meta.chat_template else None)
+
+
+GEMMA_ARCHITECTURES = ("gemma", "gemma2", "gemma3")
+
+
+def _gemma_from_gguf(path: Path, meta) -> Tokenizer:
+    """Gemma's SentencePiece-BPE vocabulary (262,144 tokens in Gemma 3) as transformers' GGUF loader builds it
+    (GemmaTokenizer), so ids agree with it: spaces become '▁' with no prefix space, byte fallback for what no
+    token covers. Two things the file spells its own way: a token of only spaces is stored with real spaces
+    (respelled here as '▁'s, the way the merges and the normalized text spell it), and the file has no merges,
+    which are rebuilt from the vocabulary ranked by each token's position in it (Gemma's scores do not follow its
+    merge order; the order of the vocabulary does)."""
+    from tokenizers import AddedToken, Tokenizer as HFTokenizer, decoders, models, normalizers
+
+    tokens = ["\u2581" * len(t) if " " in t and not t.strip() else t for t in meta.tokens]
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merges = meta.merges and [tuple(m.split(" ", 1)) for m in meta.merges]
+    if not merges:
+        merges = merges_from_scores(tokens, [-float(i) for i in range(len(tokens))])
+    unk = "<unk>" if "<unk>" in vocab else None           # GemmaTokenizer's unk_token
+    hf = HFTokenizer(models.BPE(vocab=vocab, merges=merges, fuse_unk=True, byte_fallback=True, unk_token=unk))
+    hf.normalizer = normalizers.Replace(" ", "\u2581")
+    hf.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()])
+    special = [i for i, t in enumerate(meta.token_types) if t in (CONTROL, UNKNOWN)]
+    hf.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in special])
+    user = [i for i, t in enumerate(meta.token_types) if t == USER_DEFINED and tokens[i] == meta.tokens[i]]
+    hf.add_tokens([AddedToken(tokens[i], special=False, normalized=False) for i in user])
     return Tokenizer(hf, eos_token_id=meta.eos_token_id, bos_token_id=meta.bos_token_id,
                      add_bos_token=meta.add_bos_token, chat_template=meta.chat_template, special_ids=special,
                      byte_level=False, name=f"gguf:{path.name}:{len(meta.tokens)}",

@@ -241,7 +241,7 @@ def test_c_kernel_builds_for_other_cpus_match_reference(kernel, march, dtype):
         r, s = rows[idx].numpy().copy(), seq[idx].numpy().copy()
         kb, vb, tb = cache_bits(k_cache), cache_bits(v_cache), table.numpy()
         assert lib.attn_decode(qq.ctypes.data, kb.ctypes.data, vb.ctypes.data, kb.itemsize, tb.ctypes.data,
-                               tb.shape[1], r.ctypes.data, s.ctypes.data, len(r), Hq, Hk, D, 0, 0.125,
+                               tb.shape[1], r.ctypes.data, s.ctypes.data, len(r), Hq, Hk, D, 0, 0.125, 0.0,
                                out[0].ctypes.data, out[1].ctypes.data, out[2].ctypes.data, 2) == 0
         return out[0]
 
@@ -284,3 +284,31 @@ def test_a_long_run_of_one_request_is_split_and_keeps_its_bits(kernel):
         alone = decode_attention_arrays(q[i:i + 1].numpy(), kb, vb, table.numpy(), rows[i:i + 1].numpy(),
                                         seq[i:i + 1].numpy(), 0.125, parallel=False)[0]
         assert np.array_equal(alone[0], together[i]), i
+
+
+@pytest.mark.parametrize("dtype,atol", [(torch.float32, 2e-6), (torch.bfloat16, 2e-2)])
+@pytest.mark.parametrize("window,softcap", [(None, 2.0), (7, None), (300, 1.5), (1000, None)])
+def test_window_and_softcap_match_reference(paged, dtype, atol, window, softcap):
+    """Rows longer than a chunk, a window inside one chunk and one across chunks; D 256 as Gemma's."""
+    k_cache, v_cache, table, rows, seq = paged([1, 17, 300, 600], 1, 256, 16, dtype=dtype, seed=3)
+    q = (torch.randn(4, 4, 256) * 2).to(dtype)
+    ref = decode_attention_torch(q, k_cache, v_cache, table, rows, seq, 256 ** -0.5, window=window, softcap=softcap)
+    out = decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 256 ** -0.5, window=window, softcap=softcap)
+    torch.testing.assert_close(out.float(), ref.float(), atol=atol, rtol=1e-2)
+
+
+def test_a_windowed_row_is_the_same_bits_whatever_shares_the_call(paged):
+    k_cache, v_cache, table, rows, seq = paged([40, 300, 600], 2, 64, 16, seed=5)
+    q = torch.randn(3, 4, 64)
+    together = decode_attention_cpu(q, k_cache, v_cache, table, rows, seq, 0.125, window=100, softcap=3.0)
+    for b in range(3):
+        alone = decode_attention_cpu(q[b:b + 1], k_cache, v_cache, table, rows[b:b + 1], seq[b:b + 1], 0.125,
+                                     window=100, softcap=3.0)
+        assert torch.equal(alone[0], together[b])
+
+
+def test_shared_prefix_with_window_or_softcap_is_refused(paged):
+    k_cache, v_cache, table, rows, seq = paged([20, 20], 1, 16, 0)
+    with pytest.raises(ValueError, match="shared_prefix cannot be combined"):
+        decode_attention_cpu(torch.randn(2, 1, 16), k_cache, v_cache, table, rows, seq, 0.25, shared_prefix=4,
+                             window=8)

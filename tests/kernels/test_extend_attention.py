@@ -48,3 +48,28 @@ def test_errors_say_how_to_fix(paged):
         extend_attention_triton(q.half(), k, v, kc, vc, table, rows, scale=1.0, **lens)
     with pytest.raises(ValueError, match=r"\[B\]"):
         extend_attention_triton(q, k, v, kc, vc, table, rows, lens["prefix_lens"][:0], lens["extend_lens"], 1.0)
+
+
+@pytest.mark.parametrize("window,softcap", [(None, 2.0), (5, None), (24, 1.5)])
+def test_reference_window_and_softcap_match_explicit_mask(paged, window, softcap):
+    """No prefix: the reference is the plain formula with a banded causal mask."""
+    q, k, v, kc, vc, table, rows, lens = _case(paged, [0], [40], 4, 2, 8, page_size=1)
+    ref = extend_attention_torch(q, k, v, kc, vc, table, rows, scale=0.4, window=window, softcap=softcap, **lens)
+    kk, vv = (x.repeat_interleave(2, dim=1).transpose(0, 1) for x in (k, v))           # [Hq, T, D]
+    s = q.transpose(0, 1) @ kk.transpose(1, 2) * 0.4
+    if softcap:
+        s = softcap * torch.tanh(s / softcap)
+    i, j = torch.arange(40)[:, None], torch.arange(40)[None, :]
+    band = (j <= i) & ((j > i - window) if window else True)
+    expect = (s.masked_fill(~band, float("-inf")).softmax(-1) @ vv).transpose(0, 1)
+    torch.testing.assert_close(ref, expect, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("window,softcap", [(None, 2.0), (5, None), (24, 1.5), (100, None)])
+def test_triton_window_and_softcap_match_reference(device, paged, window, softcap):
+    """Prefixes longer and shorter than the window, an extend longer than a query block."""
+    q, k, v, kc, vc, table, rows, lens = _case(paged, [0, 37, 5], [40, 1, 33], 4, 2, 16, page_size=4,
+                                               device=device)
+    ref = extend_attention_torch(q, k, v, kc, vc, table, rows, scale=0.3, window=window, softcap=softcap, **lens)
+    out = extend_attention_triton(q, k, v, kc, vc, table, rows, scale=0.3, window=window, softcap=softcap, **lens)
+    torch.testing.assert_close(out, ref, atol=2e-5, rtol=1e-4)

@@ -1,0 +1,258 @@
+"""`sglite batch INPUT.jsonl -o OUTPUT.jsonl`: an OpenAI batch file run on sglite.
+
+Input lines are OpenAI's (and vLLM's `run_batch`'s): `{"custom_id", "method": "POST", "url", "body"}` with url
+`/v1/chat/completions` or `/v1/completions`; each body is what that route takes (its own `response_format`,
+`tools`, sampling parameters). Output lines are OpenAI's batch output, appended in completion order:
+
+    {"id": "batch_req_...", "custom_id": ..., "response": {"status_code": 200, "request_id": ..., "body": {...}},
+     "error": null}
+
+A request the server refuses (a 4xx: a bad schema, a prompt over the context) is a line with that status and the
+error body, as OpenAI writes it. The bodies are parsed and answered by the server's own code (sglite/server:
+the same pydantic bodies, handlers and response formats as `sglite serve`), in process through ASGI or, with
+--url, over HTTP to a running server.
+
+The guarantees of `sglite extract`: every line and body is checked before the model loads (exit 2 naming the
+line); each output line is appended whole the moment its request finishes, so a crash loses nothing written;
+`--resume` skips the custom_ids the output holds; a request the service could not answer (the server gone, a
+503) writes no line and runs again on --resume. Exit status: 0 every request answered 2xx, 1 some answered
+4xx/5xx, 2 bad input, 3 the output could not be written, 130 / 143 interrupted (rerun with --resume)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import signal
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .errors import SetupError
+from .output import ResultLog
+
+ROUTES = ("/v1/chat/completions", "/v1/completions")
+RETRY_LATER = (502, 503, 504)   # the service, not the request: no line, --resume runs it again
+
+
+class BatchRequest(NamedTuple):
+    custom_id: str
+    url: str
+    body: dict[str, Any]
+    where: str          # "input.jsonl:3", for messages
+
+
+def load_requests(path: Path) -> list[BatchRequest]:
+    """Every line of the batch file, each checked as the server would check its body; SetupError naming the
+    first bad line."""
+    from ..server.app import validation_to_api_error
+    from ..server.bodies import ChatCompletionRequest, CompletionRequest
+    from pydantic import ValidationError
+
+    models = {"/v1/chat/completions": ChatCompletionRequest, "/v1/completions": CompletionRequest}
+    out: list[BatchRequest] = []
+    seen: dict[str, str] = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise SetupError(f"{path}: cannot read ({getattr(e, 'strerror', None) or e})") from None
+    for n, raw in enumerate(text.splitlines(), 1):
+        if not raw.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            line = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise SetupError(f"{where}: not JSON ({e})") from None
+        if not isinstance(line, dict):
+            raise SetupError(f"{where}: a batch line is an object with custom_id, method, url and body")
+        missing = [k for k in ("custom_id", "method", "url", "body") if k not in line]
+        if missing:
+            raise SetupError(f"{where}: missing {', '.join(missing)}")
+        cid, method, url, body = line["custom_id"], line["method"], line["url"], line["body"]
+        if not isinstance(cid, str) or not cid:
+            raise SetupError(f"{where}: custom_id must be a non-empty string")
+        if cid in seen:
+            raise SetupError(f"{where}: custom_id {cid!r} is also on {seen[cid]}; custom_ids must be unique")
+        if method != "POST":
+            raise SetupError(f"{where}: method must be POST, got {method!r}")
+        if url not in models:
+            raise SetupError(f"{where}: url must be one of {', '.join(ROUTES)}, got {url!r}")
+        if not isinstance(body, dict):
+            raise SetupError(f"{where}: body must be a JSON object")
+        try:
+            parsed = models[url].model_validate(body)
+        except ValidationError as e:
+            err = validation_to_api_error(e.errors())
+            raise SetupError(f"{where}: body: {err.message}") from None
+        if parsed.stream:
+            raise SetupError(f"{where}: body: stream is not supported in a batch; remove it")
+        seen[cid] = where
+        out.append(BatchRequest(cid, url, body, where))
+    if not out:
+        raise SetupError(f"{path}: no requests in the batch file")
+    return out
+
+
+def output_line(req: BatchRequest, status: int, body: Any, request_id: str | None) -> dict[str, Any]:
+    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": req.custom_id,
+            "response": {"status_code": status, "request_id": request_id or f"req_{uuid.uuid4().hex}",
+                         "body": body}, "error": None}
+
+
+class Unanswered(NamedTuple):
+    custom_id: str
+    why: str
+
+
+async def run_requests(client: Any, requests: list[BatchRequest], max_in_flight: int, drop_model: bool):
+    """Yields an output line (or Unanswered) per request as each finishes. `client`: an httpx.AsyncClient at
+    the server (in process or remote). `drop_model`: the in-process engine serves every request whatever
+    model it names."""
+    import httpx
+
+    gate = asyncio.Semaphore(max_in_flight)
+
+    async def one(req: BatchRequest) -> dict[str, Any] | Unanswered:
+        body = {k: v for k, v in req.body.items() if not (drop_model and k == "model")}
+        async with gate:
+            try:
+                r = await client.post(req.url, json=body, timeout=None)
+            except httpx.HTTPError as e:
+                return Unanswered(req.custom_id, f"{type(e).__name__}: {e}")
+        if r.status_code in RETRY_LATER:
+            return Unanswered(req.custom_id, f"HTTP {r.status_code}: {r.text[:200]}")
+        try:
+            payload = r.json()
+        except ValueError:
+            payload = {"error": {"message": r.text[:2000], "type": "server_error", "param": None, "code": None}}
+        return output_line(req, r.status_code, payload, r.headers.get("x-request-id"))
+
+    tasks = [asyncio.ensure_future(one(r)) for r in requests]
+    try:
+        for fut in asyncio.as_completed(tasks):
+            yield await fut
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="sglite batch", description="run an OpenAI batch file (chat and text "
+                                 "completions) on sglite; output in OpenAI's batch output format")
+    ap.add_argument("input", type=Path, metavar="INPUT.jsonl")
+    ap.add_argument("-o", "--output", type=Path, required=True, metavar="OUTPUT.jsonl")
+    again = ap.add_mutually_exclusive_group()
+    again.add_argument("--resume", action="store_true", help="skip the custom_ids the output holds")
+    again.add_argument("--overwrite", action="store_true", help="empty an existing output first")
+    ap.add_argument("--url", default=None, help="a running sglite (or OpenAI-compatible) server to send to")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="not supported by sglite batch (use sglite serve on the cluster and --url)")
+    ap.add_argument("--model", default=None, help="model path for the in-process engine (default model if unset)")
+    ap.add_argument("--device", default=None)
+    ap.add_argument("--weights", default="auto", help="as in sglite extract")
+    ap.add_argument("--num-threads", type=int, default=None)
+    ap.add_argument("--max-in-flight", type=int, default=64, help="requests sent at a time (default 64)")
+    return ap
+
+
+def main(argv: list[str] | None = None, engine: Any = None) -> int:
+    """The CLI body; `engine` (tests, embedding) replaces the in-process one the options would build."""
+    from .cli import EXIT_WRITE_FAILED, WriteFailed, _append, _install_sigterm, _interrupted_status, _stopped_by
+
+    args = _parser().parse_args(argv)
+    try:
+        if args.ray is not None:
+            raise SetupError("--ray is not supported by sglite batch; run `sglite serve` where the model runs and "
+                             "pass --url")
+        if args.max_in_flight < 1:
+            raise SetupError(f"--max-in-flight must be >= 1, got {args.max_in_flight}")
+        if args.output.resolve() == args.input.resolve():
+            raise SetupError(f"--output {args.output} is the input; write the results to another file")
+        requests = load_requests(args.input)
+        if args.url and engine is None:
+            from .preflight import check_server
+            check_server(args.url)
+        log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
+        done = {line.get("custom_id") for line in log.done.values()}
+        log.begin()
+    except SetupError as e:
+        print(f"sglite batch: {e}", file=sys.stderr)
+        return 2
+    todo = [r for r in requests if r.custom_id not in done]
+    if len(todo) < len(requests):
+        print(f"sglite batch: {len(requests) - len(todo)} of {len(requests)} requests are already in "
+              f"{args.output}; running the other {len(todo)}", file=sys.stderr)
+    old = _install_sigterm()
+    written, failed, unanswered = 0, 0, []
+    own = None
+    try:
+        with log:
+            if not todo:
+                return 0
+            if engine is None and not args.url:
+                own = engine = _engine(args)
+            t0 = time.perf_counter()
+
+            async def go() -> None:
+                nonlocal written, failed
+                async with _client(args.url, engine) as client:
+                    async for line in run_requests(client, todo, args.max_in_flight, drop_model=not args.url):
+                        if isinstance(line, Unanswered):
+                            unanswered.append(line)
+                            continue
+                        _append(log, line)
+                        written += 1
+                        failed += not 200 <= line["response"]["status_code"] < 300
+            asyncio.run(go())
+            elapsed = time.perf_counter() - t0
+    except KeyboardInterrupt as e:
+        print(f"\nsglite batch: {_stopped_by(e)}; {written} of {len(todo)} requests finished and are in "
+              f"{args.output}: rerun with --resume to do the rest", file=sys.stderr)
+        return _interrupted_status(e)
+    except WriteFailed as e:
+        print(f"sglite batch: cannot write {args.output} ({e}); the {written} requests before it are there: fix "
+              "that, then rerun with --resume", file=sys.stderr)
+        return EXIT_WRITE_FAILED
+    except SetupError as e:
+        print(f"sglite batch: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+        if own is not None:
+            own.shutdown()
+    print(f"{written} requests in {elapsed:.1f} s; {written - failed} answered 2xx"
+          + (f", {failed} refused (their lines hold the status and error)" if failed else "")
+          + f"; wrote {args.output}")
+    if unanswered:
+        print(f"{len(unanswered)} requests got no answer and are not in the output ({unanswered[0].why}); fix "
+              "that, then rerun with --resume", file=sys.stderr)
+    return 0 if not failed and not unanswered else 1
+
+
+def _engine(args: argparse.Namespace) -> Any:
+    from ..runtime.engine.engine import Engine
+
+    device = args.device
+    if device is None:
+        import torch
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    print(f"sglite batch: loading the model on {device} ...", file=sys.stderr)
+    try:
+        return Engine(args.model, device=device, weights=args.weights, num_threads=args.num_threads,
+                      background=True)
+    except Exception as e:   # noqa: BLE001 - a model that does not load is a setup error, said in one line
+        raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
+
+
+def _client(url: str | None, engine: Any) -> Any:
+    """An httpx.AsyncClient at the server: `url`, or the server's app around `engine` in this process."""
+    import httpx
+
+    if url:
+        return httpx.AsyncClient(base_url=url.rstrip("/"))
+    from ..server import ModelInfo, create_app
+    app = create_app(engine, ModelInfo.from_engine(engine), max_body_bytes=64 * 1024 * 1024)
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sglite")

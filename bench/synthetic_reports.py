@@ -4,6 +4,7 @@ job than the 20 hand-written reports (whether a generation default costs gold fi
 
     python bench/synthetic_reports.py            # writes examples/data/synthetic_reports{,_gold}.jsonl
     python bench/synthetic_reports.py --count 120 --seed 1 --out-dir /tmp
+    python bench/synthetic_reports.py --long 20000 --out-dir /tmp   # one long report: long_report{,_gold}.jsonl
 
 Each report draws a company, a currency, a period, revenue, net income (profit or loss), EPS and growth, then
 writes them with one of several English or Chinese layouts: amounts in millions or billions (亿元 in Chinese),
@@ -224,12 +225,56 @@ def generate(count: int, seed: int, zh_share: float = 0.25) -> tuple[list[dict],
     return reports, golds
 
 
+SEGMENTS = ["Industrial", "Consumer", "Services", "Digital", "International", "Wholesale", "Licensing", "Research"]
+SECTION_TEXT = [
+    "The {seg} segment served {n:,} customers across {k} countries during the period. Management continued to "
+    "invest in sales coverage, product quality and delivery times, and reorganised the regional teams into {k2} "
+    "hubs so that each market has a single point of contact for large accounts.",
+    "Within {seg}, order intake was broadly stable, backlog ended the period at a level management described as "
+    "healthy, and the share of recurring contracts rose. Pricing actions taken earlier offset part of the "
+    "increase in input costs, while freight and energy costs eased in the second half.",
+    "Capital expenditure in the {seg} business focused on automation of two plants and on the upgrade of the "
+    "order management system. The board reviewed the programme twice and approved a further phase, subject to "
+    "the usual investment criteria and to the outcome of customer trials now running.",
+    "Employees in {seg} numbered about {n2:,} at the end of the period. Training hours per employee increased, "
+    "the safety record improved, and the company extended its apprenticeship scheme to {k} additional sites.",
+    "The {seg} team completed {k} product launches and retired {k2} older product lines. Customer satisfaction, "
+    "measured by the annual survey, remained high, and complaint resolution times shortened markedly.",
+]
+
+
+def long_report(seed: int, tokens: int) -> tuple[dict, dict]:
+    """One long annual-report-style document of about `tokens` tokens (SmolLM2's tokenizer: ~5.1 characters a
+    token in this text): the headline results first (an English report of the main set's kinds), then segment
+    sections of narrative text without the headline figures, then the headline again in a closing summary."""
+    rng = random.Random(seed)
+    head, gold = english_report(rng, 0)
+    parts = [head]
+    size = len(head)
+    while size < tokens * 5.1 - len(head):
+        seg = rng.choice(SEGMENTS)
+        para = rng.choice(SECTION_TEXT).format(seg=seg, n=rng.randint(200, 90000), k=rng.randint(2, 30),
+                                               k2=rng.randint(2, 9), n2=rng.randint(100, 20000))
+        parts.append(para)
+        size += len(para) + 2
+    parts.append("Summary of the period: " + head)
+    return {"id": f"long{seed}", "lang": "en", "text": "\n\n".join(parts)}, {"id": f"long{seed}", **gold}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--count", type=int, default=80)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out-dir", type=Path, default=OUT_DIR)
+    ap.add_argument("--long", type=int, default=None, metavar="TOKENS",
+                    help="write one long report of about TOKENS tokens instead (long_report{,_gold}.jsonl)")
     args = ap.parse_args(argv)
+    if args.long:
+        report, gold = long_report(args.seed, args.long)
+        for name, row in (("long_report.jsonl", report), ("long_report_gold.jsonl", gold)):
+            (args.out_dir / name).write_text(json.dumps(row, ensure_ascii=False) + "\n", encoding="utf-8")
+        print(f"wrote a {len(report['text'])}-character report and its gold values to {args.out_dir}")
+        return
     reports, golds = generate(args.count, args.seed)
     for name, rows in (("synthetic_reports.jsonl", reports), ("synthetic_reports_gold.jsonl", golds)):
         with open(args.out_dir / name, "w", encoding="utf-8") as f:

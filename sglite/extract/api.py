@@ -17,6 +17,7 @@ from typing import Any, Iterable, Iterator
 
 from ..protocol import closed_schema, json_schema_text
 from .chunking import chunk_bounds, merge_records
+from .errors import SetupError
 from .inputs import Document, id_key
 from .job import JobSpec, Unfinished, run_documents, shared_prefix
 from .spans import find_spans
@@ -104,9 +105,16 @@ class Extraction:
             if limit is None and self.chunk_tokens is None:
                 runnable.append(doc)
                 continue
-            if overhead is None:
-                overhead = self._prompt_overhead(doc)
-            tokens = len(self.backend.tokenize(doc.text))
+            try:
+                if overhead is None:
+                    overhead = self._prompt_overhead(doc)
+                tokens = len(self.backend.tokenize(doc.text))
+            except Exception as e:   # noqa: BLE001 - no tokenizer here (a server's we cannot load)
+                if self.chunk_tokens is not None:
+                    raise SetupError(f"--chunk-tokens needs the model's tokenizer in this process: {e}") from None
+                limit = None          # the engine still refuses an overlong prompt, as that document's line
+                runnable.append(doc)
+                continue
             if self.chunk_tokens is not None and tokens > self.chunk_tokens:
                 self._split(doc)
             elif limit is not None and tokens + overhead >= limit:

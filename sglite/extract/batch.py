@@ -31,6 +31,8 @@ from typing import Any, NamedTuple
 
 from .errors import SetupError
 from .output import ResultLog
+from .stopping import (EXIT_WRITE_FAILED, WriteFailed, append_line, install_sigterm, interrupted_status,
+                       stopped_by)
 
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RETRY_LATER = (502, 503, 504)   # the service, not the request: no line, --resume runs it again
@@ -159,8 +161,6 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None, engine: Any = None) -> int:
     """The CLI body; `engine` (tests, embedding) replaces the in-process one the options would build."""
-    from .cli import EXIT_WRITE_FAILED, WriteFailed, _append, _install_sigterm, _interrupted_status, _stopped_by
-
     args = _parser().parse_args(argv)
     try:
         if args.ray is not None:
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
     if len(todo) < len(requests):
         print(f"sglite batch: {len(requests) - len(todo)} of {len(requests)} requests are already in "
               f"{args.output}; running the other {len(todo)}", file=sys.stderr)
-    old = _install_sigterm()
+    old = install_sigterm()
     written, failed, unanswered = 0, 0, []
     own = None
     try:
@@ -202,15 +202,15 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
                         if isinstance(line, Unanswered):
                             unanswered.append(line)
                             continue
-                        _append(log, line)
+                        append_line(log, line)
                         written += 1
                         failed += not 200 <= line["response"]["status_code"] < 300
             asyncio.run(go())
             elapsed = time.perf_counter() - t0
     except KeyboardInterrupt as e:
-        print(f"\nsglite batch: {_stopped_by(e)}; {written} of {len(todo)} requests finished and are in "
+        print(f"\nsglite batch: {stopped_by(e)}; {written} of {len(todo)} requests finished and are in "
               f"{args.output}: rerun with --resume to do the rest", file=sys.stderr)
-        return _interrupted_status(e)
+        return interrupted_status(e)
     except WriteFailed as e:
         print(f"sglite batch: cannot write {args.output} ({e}); the {written} requests before it are there: fix "
               "that, then rerun with --resume", file=sys.stderr)

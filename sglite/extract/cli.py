@@ -19,31 +19,9 @@ from .job import JobSpec, Unfinished
 from .output import ResultLog
 from .preflight import check_enforceable, check_ray, check_server, load_model_schema, load_schema
 from .progress import Progress
+from .stopping import (EXIT_WRITE_FAILED, WriteFailed, append_line, install_sigterm, interrupted_status,
+                       stopped_by)
 from .summary import Summary
-
-EXIT_WRITE_FAILED = 3
-EXIT_INTERRUPTED = 130   # 128 + SIGINT
-EXIT_TERMINATED = 143    # 128 + SIGTERM
-
-
-class WriteFailed(Exception):
-    """The output file refused a line (OSError: a full disk, a file system gone read-only)."""
-
-
-def _append(log: ResultLog, line: dict) -> None:
-    try:
-        log.append(line)
-    except OSError as e:
-        raise WriteFailed(e.strerror or str(e)) from e
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised in the main thread so the job stops as it does on Ctrl-C."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
-
 
 def _positive(text: str) -> int:
     value = int(text)
@@ -110,31 +88,15 @@ def main(argv: list[str] | None = None, backend: Any = None) -> int:
     """The CLI body; `backend` (tests, embedding) replaces the one the options would build (and is not shut
     down here)."""
     args = _parser().parse_args(argv)
-    old = _install_sigterm()
+    old = install_sigterm()
     try:
         return _main(args, backend)
     except KeyboardInterrupt as e:   # while loading the model, say; the job itself reports how far it got
-        print(f"\nsglite extract: {_stopped_by(e)}; rerun with --resume to continue {args.output}", file=sys.stderr)
-        return _interrupted_status(e)
+        print(f"\nsglite extract: {stopped_by(e)}; rerun with --resume to continue {args.output}", file=sys.stderr)
+        return interrupted_status(e)
     finally:
         if old is not None:
             signal.signal(signal.SIGTERM, old)
-
-
-def _install_sigterm() -> Any:
-    """SIGTERM stops the job as Ctrl-C does (the old handler is returned; None off the main thread)."""
-    try:
-        return signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:   # not the main thread (an embedding caller's worker): leave signals alone
-        return None
-
-
-def _stopped_by(e: BaseException) -> str:
-    return "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
-
-
-def _interrupted_status(e: BaseException) -> int:
-    return EXIT_TERMINATED if isinstance(e, Terminated) else EXIT_INTERRUPTED
 
 
 def _main(args: argparse.Namespace, backend: Any) -> int:
@@ -269,7 +231,7 @@ def _run(job: Extraction, todo: list[Document], log: ResultLog, summary: Summary
     try:
         todo, early = job.check(todo)   # empty documents, documents over the context: lines before any generation
         for line in early:
-            _append(log, line)
+            append_line(log, line)
             summary.add(line)
             written += 1
         prefix = job.prefix(todo)
@@ -280,15 +242,15 @@ def _run(job: Extraction, todo: list[Document], log: ResultLog, summary: Summary
                 unfinished.append(line)
                 continue
             progress.doc_done(line["id"], generated=line.get("record") is not None or line.get("raw") is not None)
-            _append(log, line)
+            append_line(log, line)
             summary.add(line)
             written += 1
     except KeyboardInterrupt as e:
         if progress is not None:
             progress.close()
-        print(f"\nsglite extract: {_stopped_by(e)}; {written} of {len(todo)} documents finished and are in "
+        print(f"\nsglite extract: {stopped_by(e)}; {written} of {len(todo)} documents finished and are in "
               f"{output}: rerun with --resume to do the rest", file=sys.stderr)
-        return _interrupted_status(e)
+        return interrupted_status(e)
     except WriteFailed as e:
         if progress is not None:
             progress.close()

@@ -196,7 +196,8 @@ def paired(a: Evaluation, b: Evaluation) -> dict[str, tuple[int, int]]:
 def paired_table(a: Evaluation, b: Evaluation, names: tuple[str, str]) -> str:
     pairs = paired(a, b)
     width = max(len("field"), *(len(f) for f in pairs))
-    rows = [f"{'field':<{width}}  {names[0][:16]:>16}  {names[1][:16]:>16}  {'only A : only B':>16}  {'sign-test p':>11}"]
+    rows = [f"{'field':<{width}}  {names[0][:16]:>16}  {names[1][:16]:>16}  {'only A : only B':>16}  "
+            f"{'sign-test p':>11}"]
     for name, (x, y) in pairs.items():
         sa, sb = (e.fields.get(name, e.total) if name != "total" else e.total for e in (a, b))
         acc = [f"{s.right}/{s.scored}" for s in (sa, sb)]

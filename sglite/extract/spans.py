@@ -15,9 +15,9 @@ string indices, end exclusive). A value is tried in this order, and the first wa
   matches its symbol ("USD" and "$");
   a fiscal period ("Q3 FY2024", "H1 2024", "FY2023") matches its year beside a word for its part ("third quarter
   of fiscal 2024", "2024年第三季度", "first half", "full year");
-- `fuzzy`: strings of at least 8 characters whose best-aligned window of the text scores >= FUZZY_CUTOFF (rapidfuzz's
-  partial_ratio, case-folded) and holds every digit run of the value; numbers a mention that rounds to the value at the value's own decimals (0.21 for
-  "0.214");
+- `fuzzy`: strings of at least 8 characters whose best-aligned window of the text scores >= FUZZY_CUTOFF
+  (rapidfuzz's partial_ratio, case-folded) and holds every digit run of the value, widened to whole words;
+  numbers a mention that rounds to the value at the value's own decimals (0.21 for "0.214");
 - `not_found`: none of these; start and end are null. A value with no support in the text is the usual sign of
   an invented one.
 null, booleans and empty or whitespace-only strings are not located (they have no text of their own) and get
@@ -44,7 +44,8 @@ _NUMBER = re.compile(r"(?P<open>\()?(?P<sign>[-−–])?\s?[$€£¥]?\s?"
 _SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "m": 1e6, "billion": 1e9, "bn": 1e9, "b": 1e9,
            "trillion": 1e12, "tn": 1e12, "亿": 1e8, "万": 1e4}
 _UNITS = (1.0, 1e3, 1e6, 1e9)   # a value may be given in units, thousands, millions or billions
-CURRENCY_SYMBOLS = {"USD": ("$", "US$"), "EUR": ("€",), "GBP": ("£",), "JPY": ("¥", "円"), "CNY": ("人民币", "RMB", "¥", "元"),
+CURRENCY_SYMBOLS = {"USD": ("$", "US$"), "EUR": ("€",), "GBP": ("£",), "JPY": ("¥", "円"),
+                    "CNY": ("人民币", "RMB", "¥", "元"),
                     "HKD": ("HK$", "港币", "港元"), "CAD": ("C$",), "AUD": ("A$",), "INR": ("₹", "Rs"), "KRW": ("₩",)}
 
 
@@ -63,7 +64,8 @@ def scalars(value: Any, pointer: str = "") -> Iterator[tuple[str, Any]]:
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from scalars(item, f"{pointer}/{i}")
-    elif (isinstance(value, str) and value.strip()) or (isinstance(value, (int, float)) and not isinstance(value, bool)):
+    elif (isinstance(value, str) and value.strip()) or (isinstance(value, (int, float))
+                                                         and not isinstance(value, bool)):
         yield pointer, value
 
 
@@ -191,11 +193,13 @@ class TextIndex:
         return self._numbers
 
 
-_PERIOD = re.compile(r"(?:(?P<part>Q[1-4]|H[12])\s*-?\s*)?(?:FY|FISCAL\s*)?\s*(?P<year>\d{4})(?:\s*(?P<part2>Q[1-4]|H[12]))?")
+_PERIOD = re.compile(r"(?:(?P<part>Q[1-4]|H[12])\s*-?\s*)?(?:FY|FISCAL\s*)?\s*(?P<year>\d{4})"
+                     r"(?:\s*(?P<part2>Q[1-4]|H[12]))?")
 _ORDINALS = {"1": ("first", "1st", "一"), "2": ("second", "2nd", "二"), "3": ("third", "3rd", "三"),
              "4": ("fourth", "4th", "四")}
 PERIOD_WORDS = {
-    **{f"Q{n}": rf"\bQ{n}\b|\b{n}Q|(?:{'|'.join(_ORDINALS[n][:2])})[- ]quarter|第?{_ORDINALS[n][2]}季度" for n in "1234"},
+    **{f"Q{n}": rf"\bQ{n}\b|\b{n}Q|(?:{'|'.join(_ORDINALS[n][:2])})[- ]quarter|第?{_ORDINALS[n][2]}季度"
+       for n in "1234"},
     "H1": r"\bH1\b|first[- ]half|half[- ]year|interim|上半年|半年度|中期",
     "H2": r"\bH2\b|second[- ]half|下半年",
     "FY": r"\bFY|fiscal|full[- ]year|financial year|\byear\b|年度|全年"}

@@ -39,7 +39,8 @@ def test_lines_with_spans_from_python():
 
 def test_empty_and_overlong_documents_are_error_lines_before_generation():
     eng = FakeEngine(respond=_person, max_context=64)
-    lines = {x["id"]: x for x in extract([("e", "  \n\t"), ("long", "word " * 200), ("ok", "Ann is 31.")], SCHEMA, "Extract.", backend=sgl.Runtime(engine=eng))}
+    docs = [("e", "  \n\t"), ("long", "word " * 200), ("ok", "Ann is 31.")]
+    lines = {x["id"]: x for x in extract(docs, SCHEMA, "Extract.", backend=sgl.Runtime(engine=eng))}
     assert lines["e"]["record"] is None and lines["e"]["error"].startswith("empty document")
     assert lines["long"]["record"] is None and "context holds 64" in lines["long"]["error"]
     assert "--chunk-tokens" in lines["long"]["error"]

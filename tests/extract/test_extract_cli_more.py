@@ -7,7 +7,6 @@ import io
 import json
 import os
 import signal
-import sys
 import textwrap
 import time
 

@@ -115,6 +115,9 @@ class Extraction:
                 limit = None          # the engine still refuses an overlong prompt, as that document's line
                 runnable.append(doc)
                 continue
+            if self.chunk_tokens is not None and limit is not None and self.chunk_tokens + overhead >= limit:
+                raise SetupError(f"--chunk-tokens {self.chunk_tokens} plus the prompt's {overhead} tokens do not fit "
+                                 f"the context ({limit} tokens, prompt plus output); lower it")
             if self.chunk_tokens is not None and tokens > self.chunk_tokens:
                 self._split(doc)
             elif limit is not None and tokens + overhead >= limit:

@@ -251,6 +251,8 @@ def _run(job: Extraction, todo: list[Document], log: ResultLog, summary: Summary
         print(f"\nsglite extract: {stopped_by(e)}; {written} of {len(todo)} documents finished and are in "
               f"{output}: rerun with --resume to do the rest", file=sys.stderr)
         return interrupted_status(e)
+    except SetupError as e:   # found on the documents once the model is known (a chunk size over the context)
+        return _fail(e)
     except WriteFailed as e:
         if progress is not None:
             progress.close()

@@ -137,3 +137,10 @@ def test_plain_prompt_without_a_chat_template_and_roles_with_one():
         "<|im_start|>assistant\n" if kw.get("add_generation_prompt") else "")
     list(extract(["Ann is 31."], SCHEMA, "Extract the person.", backend=sgl.Runtime(engine=eng2)))
     assert "<|im_start|>user\nAnn is 31.<|im_end|>" in eng2.gen_calls()[0]["prompt"]
+
+
+def test_a_chunk_size_over_the_context_is_refused_before_generation():
+    eng = FakeEngine(respond=_person, max_context=64)
+    with pytest.raises(Exception, match="--chunk-tokens 80 plus the prompt's"):
+        list(extract([("d", "word " * 200)], SCHEMA, "Extract.", backend=sgl.Runtime(engine=eng), chunk_tokens=80))
+    assert not eng.gen_calls()

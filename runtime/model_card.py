@@ -13,6 +13,8 @@ logger = logging.getLogger("sglite.runtime")
 
 def rope_summary(config: ModelConfig) -> str:
     parts = [f"theta={config.rope_theta:g}"]
+    if config.rope_local_theta is not None:
+        parts.append(f"windowed layers theta={config.rope_local_theta:g}")
     if config.rotary_dim != config.head_dim:
         parts.append(f"partial rotary {config.rotary_dim}/{config.head_dim} dims")
     parts.append("no scaling" if config.rope_scaling is None else config.rope_scaling.describe())
@@ -27,8 +29,9 @@ def model_card(path: Path, config: ModelConfig, num_parameters: int, compute: st
     context = f"context {c.max_context}"
     if c.context_limit_reason:
         context += f" (capped: {c.context_limit_reason})"
-    elif c.sliding_window is not None:
-        context += f" (sliding_window={c.sliding_window} >= context, never reached)"
+    if c.sliding_window is not None:
+        windowed = c.num_layers if c.sliding_layers is None else sum(c.sliding_layers)
+        context += f"; sliding window {c.sliding_window} on {windowed}/{c.num_layers} layers"
     return (f"loaded {c.architecture} from {path}: {num_parameters / 1e6:.1f}M parameters, computing in "
             f"{compute}{stored}; {context}; rope {rope_summary(c)}; "
             f"chat template from {chat_template_source or 'nowhere (none found)'}")

@@ -59,6 +59,78 @@ def test_a_request_comes_out_the_same_alone_and_in_a_batch(make_bf16_engine):
         assert a == t, f"prompt {i}"
 
 
+@pytest.fixture(scope="module")
+def windowed_bf16_model(bf16_model):
+    """The bf16 tiny model with a sliding window of 48 tokens (shorter than every prompt) on its first layer, the
+    second global, each with its own rope base (Gemma 3's layout; the fused CPU layer still runs it)."""
+    import dataclasses
+
+    from sglite.runtime.model import LlamaModel, Model
+    from sglite.runtime.testing import random_weights
+
+    cfg = dataclasses.replace(bf16_model.config, sliding_window=48, sliding_layers=(True, False))
+    net = LlamaModel(cfg, random_weights(cfg, 0), dtype=torch.bfloat16)
+    net.head = bf16_model.net.head
+    return Model(net, bf16_model.tokenizer)
+
+
+def test_windowed_layers_keep_the_property(windowed_bf16_model):
+    """Prompts longer than the window, chunked by 64 (a chunk's queries see part of their window in the cache),
+    cached prefixes, batched decode: each request's bits are its lone run's."""
+    engines = engines_over(windowed_bf16_model, chunked_prefill_size=64, max_running_requests=32,
+                           max_total_tokens=8192)
+    make = next(engines)
+    try:
+        alone, together = alone_and_together(make)
+        assert make().get_stats()["batch_invariant"] is True
+        for i, (a, t) in enumerate(zip(alone, together)):
+            assert a == t, f"prompt {i}"
+    finally:
+        next(engines, None)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("window,softcap", [(None, None), (16, None), (None, 5.0), (16, 5.0)])
+def test_a_rows_attention_is_the_same_bits_however_the_pass_is_made(dtype, window, softcap):
+    """The torch backend with row invariance: a token's attention output (window and soft-cap included) is the
+    same bits whether its request's prompt is computed in one pass or in chunks, alone or beside another
+    request's rows."""
+    from sglite.runtime.attention import create_attention_backend
+    from sglite.runtime.forward_batch import ForwardBatch
+    from sglite.runtime.kv_pool import KVPool
+
+    g = torch.Generator().manual_seed(0)
+    Hq, Hk, D, lens = 4, 2, 16, (70, 45)
+    q = [(torch.randn(n, Hq, D, generator=g) * 2).to(dtype) for n in lens]
+    k = [torch.randn(n, Hk, D, generator=g).to(dtype) for n in lens]
+    v = [torch.randn(n, Hk, D, generator=g).to(dtype) for n in lens]
+
+    def run(steps) -> list[torch.Tensor]:
+        """steps: [[(request, start, end), ...], ...] -> each request's [n, Hq, D] outputs."""
+        pool = KVPool(1, 256, Hk, D, dtype, "cpu")
+        attn = create_attention_backend("torch", pool, "cpu", row_invariant=True)
+        assert attn.row_invariant
+        table = torch.zeros((2, 128), dtype=torch.int32)
+        slots = {0: torch.arange(1, 71), 1: torch.arange(100, 145)}
+        out = [torch.empty_like(x) for x in q]
+        for step in steps:
+            fb = ForwardBatch.build([list(range(e - s)) for _, s, e in step], [s for _, s, _ in step],
+                                    [r for r, _, _ in step], torch.cat([slots[r][s:e] for r, s, e in step]), table)
+            attn.init_forward_metadata(fb)
+            o = attn.forward(torch.cat([q[r][s:e] for r, s, e in step]), torch.cat([k[r][s:e] for r, s, e in step]),
+                             torch.cat([v[r][s:e] for r, s, e in step]), 0, fb, 0.3, window=window, softcap=softcap)
+            at = 0
+            for r, s, e in step:
+                out[r][s:e] = o[at:at + e - s]
+                at += e - s
+        return out
+
+    alone = run([[(0, 0, 70)], [(1, 0, 45)]])
+    chunked = run([[(0, 0, 23), (1, 0, 10)], [(0, 23, 64), (1, 10, 11)], [(1, 11, 45), (0, 64, 70)]])
+    for r in range(2):
+        assert torch.equal(alone[r], chunked[r]), r
+
+
 def test_without_it_the_same_comparison_finds_differences(make_bf16_engine):
     """The property is not free: SDPA's prefill rows and the cascade's rows depend on the call's shapes."""
     alone, together = alone_and_together(make_bf16_engine, batch_invariant=False)
@@ -138,9 +210,11 @@ def auto_model():
 def test_real_model_batch_is_the_lone_run_bit_for_bit(auto_model):
     """The default model in the formats the engine picks on this machine: prompts sharing a prefix, chunked and
     batched, give each request the logprobs of its lone run (the tiny model missed that a bfloat16 [576 x 1536]
-    matmul takes another path for one row). Where a picked format cannot give the property the engine says so."""
+    matmul takes another path for one row). The property must hold for every reduced plan: on AMX, whose bf16
+    matmul no row count makes row-independent, prefill layers run in fixed tiles of rows (RowTiles); only a
+    plan that decodes in fp32 may go without it, and the engine then says so."""
     from sglite.runtime.engine import Engine
-    from sglite.runtime.linear import leaf_roles, min_independent_rows
+    from sglite.runtime.linear import fixed_tile_rows, leaf_roles, min_independent_rows
 
     real_model = auto_model
     tok = real_model.tokenizer
@@ -149,8 +223,10 @@ def test_real_model_batch_is_the_lone_run_bit_for_bit(auto_model):
                for i in range(6)]
     sp = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
     opts = dict(chunked_prefill_size=128, max_total_tokens=8192)
-    possible = all((rows := min_independent_rows(leaf)) == 1 or (rows is not None and not decodes)
+    possible = all((rows := min_independent_rows(leaf)) == 1 or (not decodes and (rows is not None
+                                                                                    or fixed_tile_rows(leaf)))
                    for layer in real_model.net.linears() for leaf, decodes in leaf_roles(layer))
+    assert possible or real_model.net.plan.small == "fp32", f"plan {real_model.net.plan} loses batch invariance"
     with Engine(real_model, **opts) as e:
         assert e.get_stats()["batch_invariant"] is possible
         if not possible:    # e.g. an fp32 plan: a decode projection takes other paths on small calls
@@ -165,3 +241,27 @@ def test_real_model_batch_is_the_lone_run_bit_for_bit(auto_model):
 def test_bad_values_are_named(make_engine):
     with pytest.raises(ValueError, match="batch_invariant"):
         make_engine(batch_invariant="yes")
+
+
+def test_a_prefill_layer_no_row_count_fixes_runs_in_fixed_tiles():
+    """AMX's bfloat16 matmul computes a row differently as the call's row count changes, at any count, but alike
+    at one fixed count: such a prefill layer runs in tiles of exactly that many rows (RowTiles), and a row then
+    comes out the same bits whatever shares its call. A stand-in kernel with that behaviour shows it."""
+    from sglite.runtime.linear import (DenseLinear, RowTiles, SizedLinear, fixed_tile_rows, min_independent_rows,
+                                       pad_prefill_rows)
+
+    class CallSized(DenseLinear):    # each row's result depends on how many rows share the call
+        def __call__(self, x, decode_from=None, out=None):
+            y = super().__call__(x)
+            return y + (x.shape[0] % 5) * 0.25
+
+    g = torch.Generator().manual_seed(0)
+    large = CallSized(torch.randn(32, 64, generator=g).bfloat16())
+    assert min_independent_rows(large) is None and fixed_tile_rows(large) == 64
+    sized = SizedLinear(DenseLinear(torch.randn(32, 64, generator=g).bfloat16()), large)
+    pad_prefill_rows(sized, {id(large): 64}, frozenset({id(large)}))
+    assert isinstance(sized.large, RowTiles) and sized.large.inner is large
+    x = torch.randn(150, 64, generator=g).bfloat16()
+    whole = sized(x)
+    for a, n in ((0, 1), (5, 3), (7, 64), (70, 80)):
+        assert torch.equal(sized(x[a:a + n]), whole[a:a + n]), (a, n)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -16,9 +17,12 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from sglite.protocol import GenerateRequest, SamplingParams
+
 from .bodies import AbortBody, ChatCompletionRequest, CompletionRequest, GenerateBody
 from .engine_client import EngineClient
 from .errors import APIError
+from .limits import HEALTH_GENERATE_TIMEOUT_S
 from .metrics import ServerMetrics
 from .middleware import GuardMiddleware
 from .model_info import ModelInfo
@@ -75,6 +79,20 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
     async def health() -> Response:
         return PlainTextResponse("ok")
 
+    @app.get("/health_generate")
+    async def health_generate() -> Response:
+        """Generates one token: 200 once it comes, 503 when it does not within the timeout (a stuck engine)."""
+        probe = GenerateRequest(input_ids=(0,), params=SamplingParams(max_new_tokens=1, temperature=0.0),
+                                rid=f"health-{uuid.uuid4().hex}")
+        try:
+            streams = await asyncio.wait_for(client.start([probe]), HEALTH_GENERATE_TIMEOUT_S)
+            await asyncio.wait_for(streams[0].finish(), HEALTH_GENERATE_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            engine.abort(probe.rid)
+            raise APIError(503, f"the engine generated no token within {HEALTH_GENERATE_TIMEOUT_S:g} s",
+                           code="engine_stuck") from None
+        return PlainTextResponse("ok")
+
     @app.get("/get_model_info")
     @app.get("/model_info")
     async def get_model_info() -> dict:
@@ -119,12 +137,20 @@ async def parse_body(request: Request, model: type[BaseModel]) -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         detail = f"{e.msg} at character {e.pos}" if isinstance(e, json.JSONDecodeError) else "not UTF-8"
         raise APIError(400, f"the request body is not valid JSON ({detail})", code="invalid_json") from None
+    except RecursionError:
+        raise _too_deep() from None
     if not isinstance(data, dict):
         raise APIError(400, "the request body must be a JSON object", code="invalid_request")
     try:
         return model.model_validate(data)
     except ValidationError as e:
         raise validation_to_api_error(e.errors()) from None
+    except RecursionError:
+        raise _too_deep() from None
+
+
+def _too_deep() -> APIError:
+    return APIError(400, "the request body nests arrays or objects too deeply to read", code="invalid_json")
 
 
 def _install_error_handlers(app: FastAPI) -> None:

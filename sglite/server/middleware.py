@@ -17,7 +17,7 @@ Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
-OPEN_PATHS = frozenset({"/health", "/health_generate"})  # liveness probes need no key
+OPEN_PATHS = frozenset({"/health"})  # the liveness probe needs no key; /health_generate runs the model, so it does
 KNOWN_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/models", "/generate", "/health",
                          "/health_generate", "/get_model_info", "/flush_cache", "/metrics", "/get_server_info"})
 
@@ -35,6 +35,7 @@ class GuardMiddleware:
     def __init__(self, app: Callable, *, api_key: str | None, max_body_bytes: int, metrics: ServerMetrics):
         self.app = app
         self.api_key = api_key
+        self._key_bytes = api_key.encode("utf-8") if api_key is not None else b""
         self.max_body_bytes = max_body_bytes
         self.metrics = metrics
 
@@ -72,8 +73,9 @@ class GuardMiddleware:
     def _authorized(self, scope: Scope) -> bool:
         for name, value in scope.get("headers") or []:
             if name == b"authorization":
-                scheme, _, token = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and hmac.compare_digest(token.strip(), self.api_key)
+                scheme, _, token = value.partition(b" ")
+                # header bytes against the key's UTF-8 bytes: hmac compares str only when both are ASCII
+                return scheme.lower() == b"bearer" and hmac.compare_digest(token.strip(), self._key_bytes)
         return False
 
     def _limited(self, receive: Receive) -> Receive:

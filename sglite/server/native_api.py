@@ -14,11 +14,12 @@ from typing import Any, AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response
 
-from sglite.protocol import GenerateRequest, RequestError, StreamChunk, chunk_to_dict
+from sglite.protocol import GenerateRequest, RequestError, SamplingParams, StreamChunk, chunk_to_dict
 
 from .bodies import GenerateBody
 from .engine_client import EngineClient, RequestStream, collect
-from .errors import bad_request, from_request_error
+from .errors import APIError, bad_request, from_request_error
+from .limits import MAX_N, MAX_TOP_LOGPROBS
 from .model_info import ModelInfo
 from .sglang_compat import ServerSampling, check_request_fields, sampling_params
 from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
@@ -56,6 +57,19 @@ def _rids(rid: Any, n: int, batch: bool) -> list[str | None]:
     return [rid] if not batch else [f"{rid}-{i}" for i in range(n)]
 
 
+def _check_limits(p: SamplingParams, top_logprobs_num: int, max_context: int) -> None:
+    """The limits the OpenAI routes hold too (limits.py); max_new_tokens past the whole context cannot be met."""
+    if p.n > MAX_N:
+        raise bad_request(f"'n' must be between 1 and {MAX_N}, got {p.n}", param="n")
+    if not 0 <= top_logprobs_num <= MAX_TOP_LOGPROBS:
+        raise bad_request(f"'top_logprobs_num' must be between 0 and {MAX_TOP_LOGPROBS}, got {top_logprobs_num}",
+                          param="top_logprobs_num")
+    if p.max_new_tokens > max_context:
+        raise APIError(400, f"'max_new_tokens' is {p.max_new_tokens} but the model's context length is {max_context}; "
+                       "lower it (null means up to the context)", param="max_new_tokens",
+                       code="context_length_exceeded")
+
+
 def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeRequest], bool]:
     """(requests, is_batch). Raises APIError(400) on a malformed body, RequestError on a bad value."""
     check_request_fields(body.model_extra)
@@ -84,6 +98,7 @@ def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeR
     out: list[NativeRequest] = []
     for i, prompt in enumerate(prompts):
         p, server = sampling_params(params[i], vocab_size, info.max_context)
+        _check_limits(p, tops[i] or 0, info.max_context)
         batch = batch or p.n > 1   # n samples come back as a list, prompt-major
         if body.text is not None and body.return_prompt_token_ids:
             prompt = info.tokenizer.encode(prompt)   # tokenized here so the ids reported are the ones used

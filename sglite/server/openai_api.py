@@ -18,6 +18,7 @@ from sglite.protocol import CONSTRAINT_KINDS, FIELD_NAMES, GenerateRequest, Requ
 from .bodies import ChatCompletionRequest, CompletionRequest
 from .engine_client import EngineClient, RequestStream, collect
 from .errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_error
+from .limits import MAX_N, MAX_TOP_LOGPROBS
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
 from .sglang_compat import check_token_ids
@@ -25,8 +26,6 @@ from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body
 from .tool_reply import ToolReplyText, split_reply
 from .tools import ToolCallText, ToolPlan, render_tool_messages, tool_call_message, tool_plan
 
-MAX_N = 64
-MAX_TOP_LOGPROBS = 20
 # SamplingParams fields a body carries under their own names (OpenAI renames the token counts; logit_bias is
 # keyed by strings there)
 _PASSTHROUGH = tuple(sorted(FIELD_NAMES - set(OPENAI_PARAM_NAMES) - {"logit_bias"}))

@@ -1,0 +1,48 @@
+"""Requests an attacker would send get a 4xx naming the problem, never a 500, and the probes answer."""
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from sglite.server import ServerThread, create_app
+
+from .conftest import API_KEY
+
+
+def test_a_body_nested_too_deep_is_a_400(http):
+    r = http.post("/generate", content=b"[" * 10_000, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_json"
+    deep = b'{"text": "hi", "sampling_params": ' + b'{"a": ' * 5000 + b"1" + b"}" * 5000 + b"}"
+    r = http.post("/generate", content=deep, headers={"Content-Type": "application/json"})
+    assert r.status_code == 400, r.text
+
+
+def test_non_ascii_bearer_tokens_are_401_not_500(keyed_server):
+    with httpx.Client(base_url=keyed_server.url, timeout=30) as c:
+        r = c.get("/v1/models", headers={"Authorization": "Bearer éé".encode("utf-8")})
+        assert r.status_code == 401
+        assert c.get("/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}).status_code == 200
+        assert c.get("/health").status_code == 200
+        assert c.get("/health_generate").status_code == 401   # it runs the model: the key guards it
+
+
+def test_a_non_ascii_api_key_matches_itself(engine_and_info):
+    engine, info = engine_and_info
+    with ServerThread(create_app(engine, info, api_key="clé")) as s, httpx.Client(base_url=s.url, timeout=30) as c:
+        assert c.get("/v1/models", headers={"Authorization": "Bearer clé".encode("utf-8")}).status_code == 200
+        assert c.get("/v1/models", headers={"Authorization": b"Bearer cle"}).status_code == 401
+
+
+@pytest.mark.parametrize("sampling, extra, param", [
+    ({"max_new_tokens": 10 ** 9}, {}, "max_new_tokens"),
+    ({"n": 1000}, {}, "n"),
+    ({"max_new_tokens": 2}, {"return_logprob": True, "top_logprobs_num": 1000}, "top_logprobs_num"),
+])
+def test_generate_refuses_what_the_openai_routes_refuse(http, sampling, extra, param):
+    r = http.post("/generate", json={"text": "hi", "sampling_params": sampling, **extra})
+    assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text
+
+
+def test_health_generate_generates_one_token(http):
+    r = http.get("/health_generate")
+    assert r.status_code == 200 and r.text == "ok"

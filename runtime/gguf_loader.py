@@ -12,12 +12,19 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import logging
+
 import numpy as np
 
 from .config import ModelConfig
 from .rope import RopeScaling, UnsupportedRopeError
 
-DEQUANTIZABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1")
+log = logging.getLogger("sglite.runtime")
+
+# tensor types read exactly: everything llama-quantize's common presets write (gguf.quants.dequantize is the
+# reference for their values); any other type is refused by name before the weights are read
+DEQUANTIZABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
+                 "Q6_K", "IQ4_NL", "IQ4_XS")
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3")
 # Gemma from GGUF (llama.cpp's converter stores each RMSNorm weight as 1 + w, so no offset here): every
 # `pattern`-th layer global, the rest windowed; the windowed layers' rope base; soft-capping keys
@@ -241,22 +248,36 @@ class GGUFFile:
             add_space_prefix=self._field("tokenizer.ggml.add_space_prefix", None),
         )
 
+    def tensor_types(self) -> dict[str, int]:
+        """{GGUF tensor type name: number of tensors of that type}, in the file's order."""
+        kinds: dict[str, int] = {}
+        for t in self.reader.tensors:
+            kinds[t.tensor_type.name] = kinds.get(t.tensor_type.name, 0) + 1
+        return kinds
+
+    def check_tensor_types(self) -> None:
+        """Raises GGUFError naming the first tensor whose type sglite cannot read (before any is dequantized)."""
+        for t in self.reader.tensors:
+            if t.tensor_type.name not in DEQUANTIZABLE:
+                raise GGUFError(f"tensor {t.name!r} in {str(self.path)!r} is {t.tensor_type.name}, a GGUF tensor type "
+                                f"sglite cannot read; it reads {', '.join(DEQUANTIZABLE)} (requantize the file, "
+                                "e.g. llama-quantize ... Q4_K_M)")
+
     def load_weights(self) -> dict[str, "torch.Tensor"]:
-        """All tensors dequantized to float32, Q/K rows un-permuted. Names as in the file."""
+        """All tensors dequantized to float32 (exactly gguf.quants.dequantize's values), Q/K rows un-permuted.
+        Names as in the file."""
         import torch
         from gguf import quants
 
         cfg = self.config()
+        self.check_tensor_types()
         out: dict[str, torch.Tensor] = {}
         for t in self.reader.tensors:
-            kind = t.tensor_type.name
-            if kind not in DEQUANTIZABLE:
-                raise GGUFError(f"tensor {t.name!r} in {str(self.path)!r} is {kind}; sglite dequantizes "
-                                f"{', '.join(DEQUANTIZABLE)}")
             try:
                 w = np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
             except Exception as e:
-                raise GGUFError(f"cannot dequantize tensor {t.name!r} of {str(self.path)!r}: {e}") from e
+                raise GGUFError(f"cannot dequantize tensor {t.name!r} ({t.tensor_type.name}) of "
+                                f"{str(self.path)!r}: {e}") from e
             shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists ne0 (the fastest axis) first
             w = w.reshape(shape)
             if t.name.endswith("attn_q.weight") or t.name.endswith("attn_q.bias"):

@@ -94,21 +94,113 @@ class Int8Linear:
         return self.qweight.numel() + 2 * self.scales.numel()
 
 
+def block_grid(weight: torch.Tensor, bits: int = 4, group: int = INT4_GROUP, tolerance: float = 0.01):
+    """(q [out, in] int32 in 0..2**bits - 1, scale [out, groups], lo [out, groups]) with weight = q * scale + lo
+    per group of `group` inputs, or None when some group's weights lie off every such grid by more than
+    `tolerance` steps (the weight was not a `bits`-bit block format to begin with).
+
+    The grid is recovered from the values, whatever block format made them: GGUF Q4_0/Q4_1 and Q4_K's sub-blocks
+    (scale d*sc, minimum dmin*m) at 4 bits; Q5_0, Q5_1 and Q8_0 (and Q4_K's) at 8. A group's step is its
+    smallest gap between distinct values, or a small fraction of it. Where the group's values are whole steps
+    from zero (Q4_0, Q5_0, Q8_0: w = d * q), lo is -2**(bits-1) steps, a power-of-two multiple of the file's d
+    and so as exact as d in any float format (the scale is negative where the steps run -(2**(bits-1) - 1) ..
+    2**(bits-1), as a Q4_0 block's negative d makes them); else lo is the group's least value (Q4_1, Q5_1,
+    Q4_K's minimum)."""
+    out_f, in_f = weight.shape
+    if in_f % group or out_f % 16:                   # shapes the packed kernels (torch's, ours) cannot take
+        return None
+    w = weight.float().reshape(-1, group)                                         # [out * groups, group]
+    lo = w.amin(dim=-1)
+    levels, half = (1 << bits) - 1, 1 << (bits - 1)
+    scale = torch.zeros_like(lo)
+    zero = torch.zeros_like(lo, dtype=torch.bool)     # the group is whole steps from zero
+    todo = torch.ones_like(lo, dtype=torch.bool)
+
+    def attempt(rows: torch.Tensor, a: torch.Tensor, from_zero: bool, exact_lo: bool = False) -> None:
+        """Marks the groups `rows` (indices) that step `a` [len(rows)] puts on the grid (`exact_lo`: only those
+        whose least value and step float16 holds exactly, the latter to float32's rounding of the division)."""
+        ws = w if len(rows) == len(w) else w[rows]
+        st = (ws if from_zero else ws - lo[rows, None]) / a[:, None]
+        r = st.round()
+        # through zero, a value a hair off a step is a minimum the file stores (Q4_1's m near 0): that grid must
+        # fit to float32's rounding of the values (1e-4 steps), not to `tolerance`
+        exact = (st - r).abs().amax(-1) <= (min(tolerance, 1e-4) if from_zero else tolerance)
+        if from_zero:   # steps -half..half-1 (scale a), or -(half-1)..half (scale -a: Q4_0's negative d)
+            up = (r.amin(-1) >= -half) & (r.amax(-1) <= half - 1)
+            hit = exact & (up | ((r.amin(-1) >= 1 - half) & (r.amax(-1) <= half)))
+            scale[rows] = torch.where(hit, torch.where(up, a, -a), scale[rows])
+            zero[rows] |= hit
+        else:
+            hit = exact & (r.amax(-1) <= levels)
+            if exact_lo:
+                hit &= (lo[rows].half().float() == lo[rows]) & ((a.half().float() - a).abs() <= a * 2 ** -20)
+            scale[rows] = torch.where(hit, a, scale[rows])
+        todo[rows] &= ~hit
+
+    # a float weight is off the grid in nearly every group: a sample of groups says so at once
+    if len(w) > 256 and block_grid(w[torch.linspace(0, len(w) - 1, 256).long()], bits, group, tolerance) is None:
+        return None
+    # the steps quantizers choose (one pass each over the groups still open), for every narrower block format
+    # too (a Q4_1 block read as 8 bits keeps its own d): max|w| / 2**(b-1) (Q4_0, Q5_0: the largest weight on
+    # the end step), max|w| / (2**(b-1) - 1) (Q8_0: 127), range / (2**b - 1) (Q4_1, Q5_1)
+    amax = w.abs().amax(-1).clamp(min=1e-30)
+    span = (w.amax(-1) - lo).clamp(min=1e-30)
+    # first, in one pass, the common case: the full range in whole steps from a least value float16 holds
+    # (Q4_1 and Q5_1 store it as m; a Q4_0 block with both end steps)
+    attempt(torch.arange(len(w)), span / levels, False, exact_lo=True)
+    narrower = range(4, bits + 1)
+    for a, from_zero in [(amax / (1 << (b - 1)), True) for b in narrower] + \
+            [(amax / ((1 << (b - 1)) - 1), True) for b in narrower] + [(span / ((1 << b) - 1), False) for b in narrower]:
+        rows = todo.nonzero().squeeze(1)
+        if len(rows):
+            attempt(rows, a[rows], from_zero)
+    # the rest (Q4_K's optimized scales, blocks that skip the end steps): the smallest gap between distinct
+    # values is a whole number of steps
+    rows = todo.nonzero().squeeze(1)
+    if len(rows):
+        vals = w[rows].sort(dim=-1).values
+        gaps = vals[:, 1:] - vals[:, :-1]
+        span = vals[:, -1] - vals[:, 0]
+        gap = torch.where(gaps > span[:, None] * 1e-5, gaps, torch.full_like(gaps, float("inf"))).amin(-1)
+        gap = torch.where(torch.isfinite(gap), gap, torch.ones_like(gap))       # one value in the group
+        for from_zero in (True, False):                # a grid through zero first: its lo is exact
+            for k in (1, 2, 3, 4, 5, 6, 8):             # the step: the smallest gap, else a fraction of it
+                keep = todo[rows]
+                if not keep.any():
+                    break
+                attempt(rows[keep], gap[keep] / k, from_zero)
+    if todo.any():
+        return None
+    groups = in_f // group
+    scale, lo, zero = scale.view(out_f, groups), lo.view(out_f, groups), zero.view(out_f, groups)
+    w = w.view(out_f, groups, group)
+    lo = torch.where(zero, -half * scale, lo)
+    q = torch.round((w - lo[..., None]) / scale[..., None]).clamp(0, levels).to(torch.int32)
+    return q.view(out_f, in_f), scale, lo
+
+
 def int4_grid(weight: torch.Tensor, group: int = INT4_GROUP, tolerance: float = 0.01):
     """(q [out, in] int32 in 0..15, scale [out, groups], lo [out, groups]) with weight ~= q * scale + lo per
-    group of `group` inputs, or None when some weight lies off that grid by more than `tolerance` steps
-    (the weight was not 4-bit to begin with)."""
+    group of `group` inputs, or None when some weight lies off that grid by more than `tolerance` steps.
+    An infinite tolerance asks for the nearest such grid (lo the least value, scale a 15th of the range)."""
+    if tolerance != float("inf"):
+        return block_grid(weight, 4, group, tolerance)
     out_f, in_f = weight.shape
-    if in_f % group or out_f % 16:                   # shapes the packed int4 kernels (torch's, ours) cannot take
+    if in_f % group or out_f % 16:
         return None
     w = weight.float().view(out_f, in_f // group, group)
     lo, hi = w.amin(dim=-1), w.amax(dim=-1)                                       # [out, groups]
     scale = ((hi - lo) / 15.0).clamp(min=1e-12)
-    steps = (w - lo[..., None]) / scale[..., None]
-    q = torch.round(steps)
-    if (steps - q).abs().max() > tolerance:
-        return None
+    q = torch.round((w - lo[..., None]) / scale[..., None])
     return q.clamp(0, 15).to(torch.int32).view(out_f, in_f), scale, lo
+
+
+def split_nibbles(grid):
+    """An 8-bit grid (block_grid(w, 8)) as a 4-bit grid of twice the inputs, [low nibbles | high nibbles]:
+    q = 16 h + l, so w = scale*l + lo + (16 scale)*h exactly; x @ w.T = [x, x] @ w2.T (the W4A8 kernel sums both
+    halves in one float32 accumulator per row)."""
+    q, scale, lo = grid
+    return torch.cat([q & 15, q >> 4], 1), torch.cat([scale, 16 * scale], 1), torch.cat([lo, torch.zeros_like(lo)], 1)
 
 
 class Int4Linear:
@@ -136,24 +228,25 @@ class Int4Linear:
 
 
 class W4A8Linear:
-    """4-bit weights x activations in `digits` int8 digits (kernels/w4a8_cpu.py); bfloat16 in and out."""
+    """4-bit weights x activations in `digits` int8 digits (kernels/w4a8_cpu.py); bfloat16 in and out.
+    `repeat` 2: the grid is an 8-bit weight's split_nibbles(), over the input twice."""
 
     def __init__(self, grid: tuple[torch.Tensor, torch.Tensor, torch.Tensor], bias: torch.Tensor | None = None,
-                 digits: int = 2):
+                 digits: int = 2, repeat: int = 1):
         q, scale, lo = grid                                                       # from int4_grid()
-        self.digits = digits
+        self.digits, self.repeat = digits, repeat
         self.weights = w4a8_cpu.pack(q, scale, lo)
         self._gemm = w4a8_cpu.gemm_call()
         self._ptrs = tuple(t.data_ptr() for t in self.weights)
         self.bias = None if bias is None else bias.to(torch.bfloat16)
-        self.out_features, self.in_features = q.shape
+        self.out_features, self.in_features = q.shape[0], q.shape[1] // repeat
         self.dtype = torch.bfloat16
 
     def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
                  ) -> torch.Tensor:
         # x [T, in] bf16 -> [T, out] bf16; the weights' shapes were checked once, in pack(); the kernel writes
         # rows out_features apart, so a given `out` must be contiguous (checked: a wrong one would be overrun)
-        x = x.contiguous()
+        x = x.contiguous() if self.repeat == 1 else x.repeat(1, self.repeat)
         if out is None:
             y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
         elif out.shape != (x.shape[0], self.out_features) or out.dtype != torch.bfloat16 or not out.is_contiguous():
@@ -163,7 +256,7 @@ class W4A8Linear:
             y = out
         qw, wd, wm = self._ptrs
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
-                                     self.in_features, self.digits, torch.get_num_threads()) != 0:
+                                     self.in_features * self.repeat, self.digits, torch.get_num_threads()) != 0:
             raise MemoryError(f"w4a8 kernel: out of memory for {x.shape[0]} rows")
         return y if self.bias is None else y.add_(self.bias)
 
@@ -271,8 +364,12 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
     if fmt in FOUR_BIT_FORMATS:
         if fmt in KERNEL_DIGITS and (why := w4a8_cpu.unavailable_reason()) is not None:
             raise ValueError(f"weights {fmt!r} need the w4a8 CPU kernel, which is unavailable here: {why}")
-        grid = int4_grid(weight)
-        return Int8Linear(weight, bias) if grid is None else four_bit_linear(grid, bias, fmt)
+        grid = block_grid(weight, 4)
+        if grid is not None:
+            return four_bit_linear(grid, bias, fmt)
+        if fmt in KERNEL_DIGITS and (grid := block_grid(weight, 8)) is not None:   # Q5_0, Q5_1, Q8_0, ...
+            return W4A8Linear(split_nibbles(grid), bias, KERNEL_DIGITS[fmt], repeat=2)
+        return Int8Linear(weight, bias)
     raise ValueError(f"unknown weight format {fmt!r}; choose one of {WEIGHT_FORMATS}")
 
 
@@ -296,7 +393,7 @@ def leaf_roles(layer) -> list[tuple["Linear", bool]]:
         return [(x, True) for x, _ in leaf_roles(layer.small)] + [(x, False) for x, _ in leaf_roles(layer.large)]
     if isinstance(layer, RefinedHead):
         return leaf_roles(layer.approx)
-    if isinstance(layer, PaddedRows):
+    if isinstance(layer, (PaddedRows, RowTiles)):
         return leaf_roles(layer.inner)
     return [(layer, True)]
 
@@ -322,6 +419,51 @@ def min_independent_rows(layer) -> int | None:
     return _probed[key]
 
 
+TILE_ROWS = (64, 32, 16)   # fixed call sizes tried, largest first, for a layer no row count makes row-independent
+
+
+def fixed_tile_rows(layer) -> int | None:
+    """The first tile T of TILE_ROWS such that a row computed in a call of exactly T rows comes out the same bits
+    at every position of the call and whatever rows share it, or None. AMX's bfloat16 matmul (oneDNN) computes a
+    row differently as the call's row count changes, so no minimum row count helps it (min_independent_rows is
+    None), yet at one fixed count every row takes the same path: RowTiles then makes it row-independent.
+    Measured once per process for each class, dtype and shape, like min_independent_rows."""
+    key = ("tile", type(layer).__name__, layer.dtype, layer.out_features, layer.in_features)
+    if key not in _probed:
+        g = torch.Generator().manual_seed(1)
+        _probed[key] = None
+        for t in TILE_ROWS:
+            x = torch.randn(2 * t, layer.in_features, generator=g).to(layer.dtype)
+            ref = layer(x[:t])
+            if all(torch.equal(layer(x[a:a + t])[:t - a], ref[a:]) for a in (1, 3, t // 2, t - 1)):
+                _probed[key] = t
+                break
+    return _probed[key]
+
+
+class RowTiles:
+    """`inner` called only with exactly `rows` rows (the last tile padded with zero rows, their results dropped),
+    for a kernel that computes a row alike in every call of that size (fixed_tile_rows)."""
+
+    def __init__(self, inner: "Linear", rows: int):
+        self.inner, self.rows = inner, rows
+        self.in_features, self.out_features, self.dtype = inner.in_features, inner.out_features, inner.dtype
+
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        n, t = x.shape[0], self.rows
+        if n == t or n == 0:
+            return self.inner(x, decode_from, out=out)
+        tiles = -(-n // t)
+        padded = torch.cat([x, x.new_zeros(tiles * t - n, x.shape[1])]) if n % t else x
+        y = torch.cat([self.inner(padded[i * t:(i + 1) * t]) for i in range(tiles)])
+        return _into(y[:n], out)
+
+    @property
+    def nbytes(self) -> int:
+        return self.inner.nbytes
+
+
 class PaddedRows:
     """`inner` called with at least `min_rows` rows (zero rows added, their results dropped): where a kernel
     computes a row alike in every call of that many rows or more, and otherwise below (min_independent_rows)."""
@@ -343,13 +485,16 @@ class PaddedRows:
         return self.inner.nbytes
 
 
-def pad_prefill_rows(layer, rows: dict[int, int]) -> None:
+def pad_prefill_rows(layer, rows: dict[int, int], tiled: frozenset[int] = frozenset()) -> None:
     """Wraps, in place, each prefill-only plain layer (a SizedLinear's large one) of projection `layer` whose id
-    is in `rows` in PaddedRows of that many rows (once: a layer already wrapped is left as it is)."""
+    is in `rows` in PaddedRows of that many rows, or in RowTiles of that many where its id is in `tiled` (once: a
+    layer already wrapped is left as it is)."""
     if isinstance(layer, RefinedHead):
-        pad_prefill_rows(layer.approx, rows)
-    elif isinstance(layer, SizedLinear) and not isinstance(layer.large, PaddedRows) and id(layer.large) in rows:
-        layer.large = PaddedRows(layer.large, rows[id(layer.large)])
+        pad_prefill_rows(layer.approx, rows, tiled)
+    elif isinstance(layer, SizedLinear) and not isinstance(layer.large, (PaddedRows, RowTiles)) \
+            and id(layer.large) in rows:
+        wrap = RowTiles if id(layer.large) in tiled else PaddedRows
+        layer.large = wrap(layer.large, rows[id(layer.large)])
 
 
 def describe(layer) -> str:

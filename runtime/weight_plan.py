@@ -5,13 +5,20 @@ A plan names a format for decode rows (few per pass, bound by reading the weight
 the batch, so greedy outputs do not depend on batch composition. `"auto"` checks the CPU's features and times
 matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count and model
 shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
-assumed from flags alone: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it. On a busy
-machine (the load average above the cores less half a core) timings mislead, 2-thread ones most (each OpenMP
-barrier waits for a core): the plan chosen then is kept for the process only, and the next process measures
-again.
+assumed from flags alone where the machine can be measured: an AVX2-only CPU emulates bf16 and loses, and the
+measurement shows it.
+
+The plan is a stable function of the machine and the model, decided once and kept: every process reads the cached
+choice, and the first one to decide holds a lock on the cache while it does, so concurrent processes wait for its
+answer instead of timing the machine against each other. On a busy machine (the load average above the cores
+less half a core) timings mislead, 2-thread ones most (each OpenMP barrier waits for a core), so none are taken:
+the plan then follows from the CPU's flags alone (`rule_weight_plan`) and is kept the same way. Delete the cache
+file to measure again. A job that must reproduce its outputs elsewhere (a resumed run, replicas) records
+`str(plan)` and passes it back as `weights=`: a named plan is used as given, never measured.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -136,9 +143,6 @@ def _time_formats(fmts: list[str], shapes: list[tuple[int, int]], rows: tuple[in
     return {f: {m: t / n_params for m, t in ts.items()} for f, ts in best.items()}
 
 
-_PROCESS_PLANS: dict[str, WeightPlan] = {}   # plans measured on a busy machine: this process reuses them
-
-
 def _busy() -> float | None:
     """The 1-minute load average when it says other work holds the cores (timings then mislead), else None."""
     try:
@@ -146,6 +150,14 @@ def _busy() -> float | None:
     except OSError:
         return None
     return load if load > usable_cores() - 0.5 else None
+
+
+def rule_weight_plan(flags: list[str], kernel: bool) -> WeightPlan:
+    """The plan from the CPU's flags alone, for a machine too busy to time: 4-bit weights for decode rows (reading
+    the weights bounds them on every CPU; the W4A8 kernel where it builds, else torch's int4), and bf16 for
+    prefill rows where the CPU computes bf16 natively (AVX-512 BF16 or AMX), else the decode format."""
+    small = "w4a16" if kernel else "int4"
+    return WeightPlan(small, "bf16" if {"avx512_bf16", "amx_bf16"} & set(flags) else small)
 
 
 def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[WeightPlan, dict]:
@@ -189,31 +201,47 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
     key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
                     f"{hidden}x{intermediate}x{vocab}", kernel])
     path = _cache_path()
-    try:
-        cache = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cache = {}
-    if key in cache:
-        c = cache[key]
-        return WeightPlan(c["small"], c["large"])
-    if key in _PROCESS_PLANS:
-        return _PROCESS_PLANS[key]
-    busy = _busy()
-    t0 = time.perf_counter()
-    plan, report = measure_weight_plan(hidden, intermediate, vocab)
-    if busy is not None or (busy := _busy()) is not None:
-        log.warning("weights auto: chose %s on a busy machine (load average %.1f), so it is kept for this process "
-                    "only: the next process measures again; ps/weight by format and rows: %s", plan, busy, report)
-        _PROCESS_PLANS[key] = plan
-        return plan
-    log.info("weights auto: chose %s (decode rows in %s, prefill rows in %s) in %.1f s; ps/weight by format and "
-             "rows: %s", plan, plan.small, plan.large, time.perf_counter() - t0, report)
-    cache[key] = {"small": plan.small, "large": plan.large, "flags": cpu_flags(), "ps_per_weight": report}
+    cached = _read_cache(path).get(key)
+    if cached is not None:
+        return WeightPlan(cached["small"], cached["large"])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(cache, indent=1))
-        tmp.replace(path)
+        lock = open(path.with_suffix(".lock"), "a")
     except OSError as e:
-        log.warning("could not cache the weight plan in %s: %s", path, e)
+        log.warning("weights auto: cannot lock the plan cache in %s (%s); the plan from the CPU's flags is used",
+                    path.parent, e)
+        return rule_weight_plan(cpu_flags(), kernel != "w4a8:none")
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)   # one process decides; the others wait and read its answer
+        cache = _read_cache(path)
+        if key in cache:
+            return WeightPlan(cache[key]["small"], cache[key]["large"])
+        busy = _busy()
+        t0 = time.perf_counter()
+        if busy is None:
+            plan, report = measure_weight_plan(hidden, intermediate, vocab)
+            busy = _busy()
+        if busy is not None:        # timings taken under load (before or during the measurement) are not used
+            plan, report = rule_weight_plan(cpu_flags(), kernel != "w4a8:none"), {}
+            log.warning("weights auto: the machine is busy (load average %.1f), so %s follows from the CPU's flags "
+                        "(%s) without timings; it is kept in %s (delete it to measure on an idle machine)", busy,
+                        plan, ",".join(cpu_flags()) or "none known", path)
+        else:
+            log.info("weights auto: chose %s (decode rows in %s, prefill rows in %s) in %.1f s; ps/weight by format "
+                     "and rows: %s", plan, plan.small, plan.large, time.perf_counter() - t0, report)
+        cache[key] = {"small": plan.small, "large": plan.large, "flags": cpu_flags(), "ps_per_weight": report,
+                      "decided_by": "flags (busy machine)" if busy is not None else "timings"}
+        try:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(cache, indent=1))
+            tmp.replace(path)
+        except OSError as e:
+            log.warning("could not cache the weight plan in %s: %s", path, e)
     return plan
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}

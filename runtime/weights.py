@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import torch
@@ -27,7 +28,15 @@ _GEMMA2_LAYER_NAMES = {**_HF_LAYER_NAMES, "post_attention_layernorm.weight": "po
                        "post_feedforward_layernorm.weight": "post_ffw_norm.weight"}
 _HF_GLOBAL_NAMES = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
                     "lm_head.weight": "output.weight"}
-_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)  # buffers some older checkpoints saved; recomputed from the config
+_IGNORED_SUFFIXES = ("rotary_emb.inv_freq",)
+log = logging.getLogger("sglite.runtime")
+# how the reduced kernel formats (w4a16, w4a8: runtime/linear.py) run a GGUF tensor type's exact values; a type
+# not listed is dequantized and runs as the plan's other formats do (int8 per output channel under 4-bit plans,
+# which rounds it), with a log line saying so. Float types run as themselves in fp32/bf16.
+GGUF_FAST_PATHS = {"Q4_0": "4-bit blocks", "Q4_1": "4-bit blocks", "Q4_K": "4-bit blocks (sub-blocks of 32)",
+                   "Q5_0": "8-bit blocks", "Q5_1": "8-bit blocks", "Q8_0": "8-bit blocks",
+                   "Q5_K": "8-bit blocks (sub-blocks of 32)"}
+_FLOAT_TYPES = ("F32", "F16", "BF16")  # buffers some older checkpoints saved; recomputed from the config
 
 
 def config_from_hf(folder: Path) -> ModelConfig:
@@ -95,4 +104,13 @@ def load_config_and_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Te
     from .gguf_loader import open_gguf
 
     f = open_gguf(str(path.resolve()))
-    return f.config(), f.load_weights()
+    config = f.config()
+    f.check_tensor_types()
+    kinds = f.tensor_types()
+    slow = [k for k in kinds if k not in GGUF_FAST_PATHS and k not in _FLOAT_TYPES]
+    if slow:
+        log.info("%s: tensor types %s have no fast kernel path: they are dequantized exactly and run in the "
+                 "plan's dense formats (int8 per output channel under 4-bit plans); %s", path.name,
+                 ", ".join(f"{k} x{kinds[k]}" for k in slow),
+                 ", ".join(f"{k}: {GGUF_FAST_PATHS[k]}" for k in kinds if k in GGUF_FAST_PATHS) or "")
+    return config, f.load_weights()

@@ -13,7 +13,8 @@ import torch
 from ..attention import create_attention_backend
 from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
-from ..linear import PREFILL_MIN_ROWS, describe, leaf_roles, min_independent_rows, pad_prefill_rows
+from ..linear import (PREFILL_MIN_ROWS, describe, fixed_tile_rows, leaf_roles, min_independent_rows,
+                      pad_prefill_rows)
 from .request import Req
 
 
@@ -64,16 +65,20 @@ class ModelRunner:
         dependent = None
         if batch_invariant is not False and offered:
             pads: dict[int, int] = {}
+            tiled: set[int] = set()
             for layer in self.net.linears():
                 for leaf, decodes in leaf_roles(layer):
                     rows = min_independent_rows(leaf)
-                    if rows is None or (decodes and rows > 1):
+                    if rows is None and not decodes and (tile := fixed_tile_rows(leaf)) is not None:
+                        pads[id(leaf)] = tile   # AMX's bf16 matmul: every prefill call made exactly `tile` rows
+                        tiled.add(id(leaf))
+                    elif rows is None or (decodes and rows > 1):
                         dependent = dependent or leaf
                     elif not decodes:    # a prefill call of few rows is rare: pad past any small-call path
                         pads[id(leaf)] = max(rows, PREFILL_MIN_ROWS)
             if dependent is None:
                 for layer in self.net.linears():
-                    pad_prefill_rows(layer, pads)
+                    pad_prefill_rows(layer, pads, frozenset(tiled))
         self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device,
                                              row_invariant=batch_invariant is not False and offered
                                              and dependent is None)

@@ -1,6 +1,13 @@
 """`weights="auto"`: measured once per machine and cached, with the W4A8 kernel's build in the key (a plan
-measured with the kernel must not be reused where it cannot run); the kernel formats refused by name where
-their kernel is unavailable."""
+measured with the kernel must not be reused where it cannot run); decided from the CPU's flags, and kept, on a
+busy machine; one process decides while the others wait; the kernel formats refused by name where their kernel is
+unavailable."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import pytest
 
 from sglite.runtime import weight_plan as wp
@@ -17,7 +24,6 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
 
     monkeypatch.setattr(wp, "measure_weight_plan", fake_measure)
     monkeypatch.setattr(wp, "_busy", lambda: None)
-    monkeypatch.setattr(wp, "_PROCESS_PLANS", {})
     monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
     monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
     monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
@@ -33,18 +39,65 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
     assert measured == [True, True, False]
 
 
-def test_a_plan_measured_on_a_busy_machine_is_kept_for_the_process_only(tmp_path, monkeypatch):
+def test_a_busy_machine_takes_no_timings_and_keeps_the_plan_its_flags_give(tmp_path, monkeypatch):
+    """Timings under load once flipped the plan from process to process (six processes, three plans): on a busy
+    machine nothing is timed, the plan follows from the flags, and it is kept for every later process."""
     monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
-    monkeypatch.setattr(wp, "_PROCESS_PLANS", {})
+    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(wp, "cpu_flags", lambda: ["avx2", "avx512f", "amx_bf16"])
     measured = []
     monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (measured.append(1), (WeightPlan("bf16", "bf16"), {}))[1])
     monkeypatch.setattr(wp, "_busy", lambda: 3.7)
-    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("bf16", "bf16")
-    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("bf16", "bf16")
-    assert len(measured) == 1 and not (tmp_path / "weight_plans_v3.json").exists()
-    monkeypatch.setattr(wp, "_PROCESS_PLANS", {})                      # a new process measures again
-    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("bf16", "bf16")
-    assert len(measured) == 2
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
+    assert measured == []
+    (entry,) = json.loads((tmp_path / "weight_plans_v3.json").read_text()).values()
+    assert (entry["small"], entry["large"], entry["decided_by"]) == ("w4a16", "bf16", "flags (busy machine)")
+    monkeypatch.setattr(wp, "_busy", lambda: None)                     # a later, idle process keeps it
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
+    assert measured == []
+
+
+def test_load_during_the_measurement_discards_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
+    monkeypatch.setattr(wp, "cpu_flags", lambda: ["avx2"])
+    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
+    loads = iter([None, 2.5])
+    monkeypatch.setattr(wp, "_busy", lambda: next(loads))
+    monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (WeightPlan("bf16", "bf16"), {}))
+    assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "int4")
+
+
+def test_the_rule_plans():
+    assert wp.rule_weight_plan(["avx2", "avx512_bf16"], kernel=True) == WeightPlan("w4a16", "bf16")
+    assert wp.rule_weight_plan(["avx2"], kernel=True) == WeightPlan("w4a16", "w4a16")
+    assert wp.rule_weight_plan([], kernel=False) == WeightPlan("int4", "int4")
+
+
+_DECIDE = textwrap.dedent("""
+    import json, sys
+    from sglite.runtime import weight_plan as wp
+    wp._busy = lambda: None                    # time the machine even though the test loads it
+    print(json.dumps(str(wp.choose_weight_plan("auto", "cpu", 64, 128, 256))))
+""")
+
+
+def test_concurrent_processes_beside_a_busy_loop_decide_once(tmp_path):
+    """Two processes start together beside a busy loop: one measures (under the cache's lock), the other waits
+    and reads its answer, so both run the same plan, and the cache holds one decision."""
+    env = {**os.environ, "SGLITE_CACHE": str(tmp_path)}
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        procs = [subprocess.Popen([sys.executable, "-c", _DECIDE], env=env, stdout=subprocess.PIPE, text=True)
+                 for _ in range(2)]
+        plans = [json.loads(p.communicate(timeout=600)[0].strip().splitlines()[-1]) for p in procs]
+    finally:
+        spin.kill()
+        spin.wait()
+    assert plans[0] == plans[1]
+    (entry,) = json.loads((tmp_path / "weight_plans_v3.json").read_text()).values()
+    assert str(WeightPlan(entry["small"], entry["large"])) == plans[0] and entry["decided_by"] == "timings"
 
 
 def test_formats_are_timed_in_turns():

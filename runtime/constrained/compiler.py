@@ -8,6 +8,7 @@ from typing import Any
 
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
+from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .cfg.structural_tag import StructuralTagGrammar, parse_structural_tag
 from .errors import GrammarError
@@ -17,6 +18,7 @@ from .ir.nodes import LexNode
 from .parser.grammar import Grammar
 from .schema.compiler import SchemaCompiler
 from .schema.metaschema import check_schema
+from .schema.size import check_schema_size
 from .vocab.token_index import TokenIndex
 
 WHITESPACE_MODES = ("any", "compact", "standard", "flexible")
@@ -31,8 +33,11 @@ PROPERTY_ORDERS = ("any", "schema")
 class GrammarCompiler:
     """Compiles grammars for one tokenizer. Thread-safe; results are cached by (kind, spec, tokenizer.name)."""
 
-    def __init__(self, tokenizer, cache_size: int = 256):
+    def __init__(self, tokenizer, cache_size: int = 256, budget: CompileBudget | None = CompileBudget()):
+        """`budget`: what one compile may spend (budget.py); past it a CompileBudgetExceeded (a GrammarError)
+        names the construct. None: unbounded."""
         self.tokenizer = tokenizer
+        self.budget = budget
         self.index = TokenIndex(tokenizer)
         self._cache: OrderedDict[tuple, Grammar] = OrderedDict()
         self._dfas: dict = {}          # lexeme DFAs shared between grammars (e.g. the plain JSON string)
@@ -54,7 +59,8 @@ class GrammarCompiler:
                 g = self._cache.get(key)
             if g is None:
                 try:
-                    g = build()
+                    with within(self.budget):
+                        g = build()
                 finally:
                     with self._lock:
                         self._building.pop(key, None)
@@ -106,6 +112,8 @@ class GrammarCompiler:
         spec = json.dumps(schema, sort_keys=property_order != "schema")
 
         def build() -> Grammar:
+            if self.budget is not None:
+                check_schema_size(schema, self.budget.schema_values)
             check_schema(schema)
             canonical = whitespace != "any"
             sc = SchemaCompiler(schema, self._dfas, canonical=canonical, close_objects=close_objects)

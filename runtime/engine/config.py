@@ -27,6 +27,8 @@ class EngineConfig:
                                           # "flexible" (bounded runs) or "any" (unbounded); see README
     json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
+    grammar_compile_budget_s: float = 4.0   # one constraint's compile (first mask included): past it the request
+                                            # is refused (RequestError, HTTP 400) naming the construct
     num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
                                           # one per core; fewer when other busy processes share the cores)
     weights: str = "auto"                 # weight format: "auto" (measured per machine; a Model passed in keeps
@@ -67,6 +69,8 @@ class EngineConfig:
             raise bad("num_threads", "must be a positive int or None")
         if self.batch_invariant not in (None, True, False):
             raise bad("batch_invariant", "must be None (where offered), True or False")
+        if not (isinstance(self.grammar_compile_budget_s, (int, float)) and self.grammar_compile_budget_s > 0):
+            raise bad("grammar_compile_budget_s", "must be a number of seconds > 0")
         if self.grammar_mask_overlap not in ("auto", "on", "off"):
             raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
         if self.json_property_order not in ("schema", "any"):

@@ -24,6 +24,7 @@ import torch
 
 from sglite.protocol import ABORT_INTERNAL, ABORT_SHUTDOWN, FinishReason, GenerateRequest, RequestError, StreamChunk
 
+from ..constrained.budget import CompileBudget
 from .config import EngineConfig
 from .grammar import GrammarBackend
 from .grammar_masks import MaskPrefetcher
@@ -58,7 +59,8 @@ class EngineCore:
         self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,
                             cfg.disable_radix_cache)
         self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device, cfg.batch_invariant)
-        self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order)
+        self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order,
+                                      CompileBudget(seconds=cfg.grammar_compile_budget_s))
         self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens, cfg.speculative_row_cost) \
             if cfg.speculative_algorithm == "ngram" else None
         self.scheduler = Scheduler(cfg, self.kv, self.drafter)

@@ -12,6 +12,7 @@ from typing import Any
 from sglite.protocol import RequestError, SamplingParams
 
 from ..constrained import GrammarCompiler, UnsupportedSchemaError, grammar_syntax, jump_forward_tokens
+from ..constrained.budget import CompileBudget, within
 from ..constrained.ir.generation_caps import GenerationCaps
 from .request import Req
 
@@ -20,8 +21,10 @@ log = logging.getLogger("sglite.runtime")
 
 
 class GrammarBackend:
-    def __init__(self, tokenizer, json_whitespace: str = "compact", json_property_order: str = "schema"):
+    def __init__(self, tokenizer, json_whitespace: str = "compact", json_property_order: str = "schema",
+                 budget: CompileBudget | None = CompileBudget()):
         self.tokenizer = tokenizer
+        self.budget = budget
         self.json_whitespace = json_whitespace
         self.json_property_order = json_property_order
         self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
@@ -33,7 +36,7 @@ class GrammarBackend:
         if self._compiler is None:
             with self._compiler_lock:
                 if self._compiler is None:
-                    self._compiler = GrammarCompiler(self.tokenizer)
+                    self._compiler = GrammarCompiler(self.tokenizer, budget=self.budget)
         return self._compiler
 
     def warm_up(self) -> None:
@@ -58,32 +61,35 @@ class GrammarBackend:
         kind, text = spec
         compiler = self._get_compiler()
         try:
-            if kind == "regex":
-                grammar = compiler.compile_regex(text)
-            elif kind == "json_schema":
-                # generation mode (see compile_json_schema): objects that name their properties are closed, no
-                # name twice in an object, unbounded strings / arrays / recursion capped (GenerationCaps defaults)
-                grammar = compiler.compile_json_schema(text, whitespace=self.json_whitespace,
-                                                       property_order=self.json_property_order, close_objects=True,
-                                                       unique_keys=True, caps=GENERATION_CAPS)
-            elif kind == "ebnf":        # SGLang's EBNF is GBNF; a Lark grammar is taken too
-                grammar = compiler.compile_grammar(text, syntax=grammar_syntax(text))
-            elif kind == "grammar":
-                grammar = compiler.compile_grammar(text, syntax="lark")
-            else:
-                grammar = compiler.compile_structural_tag(text, whitespace=self.json_whitespace,
-                                                          property_order=self.json_property_order)
-            grammar.matcher().allowed_mask()   # cached in the shared grammar from here on
-            return grammar
+            with within(self.budget):   # the compile and the first mask, under one deadline
+                grammar = self._compile(compiler, kind, text)
+                grammar.matcher().allowed_mask()   # cached in the shared grammar from here on
+                return grammar
         except RequestError:
             raise
         except UnsupportedSchemaError as e:
             raise RequestError(kind, "unsupported_schema", str(e)) from e
-        except ValueError as e:   # GrammarError: a malformed or too large spec
+        except ValueError as e:   # GrammarError: a malformed or too large spec, or one over its budget
             raise RequestError(kind, "invalid_grammar", str(e)) from e
         except Exception as e:  # a compiler bug must not look like a server error to the caller
             raise RequestError(kind, "invalid_grammar",
                                f"sampling_params[{kind!r}] could not be compiled: {type(e).__name__}: {e}") from e
+
+    def _compile(self, compiler: GrammarCompiler, kind: str, text: str) -> Any:
+        if kind == "regex":
+            return compiler.compile_regex(text)
+        if kind == "json_schema":
+            # generation mode (see compile_json_schema): objects that name their properties are closed, no name
+            # twice in an object, unbounded strings / arrays / recursion capped (GenerationCaps defaults)
+            return compiler.compile_json_schema(text, whitespace=self.json_whitespace,
+                                                property_order=self.json_property_order, close_objects=True,
+                                                unique_keys=True, caps=GENERATION_CAPS)
+        if kind == "ebnf":        # SGLang's EBNF is GBNF; a Lark grammar is taken too
+            return compiler.compile_grammar(text, syntax=grammar_syntax(text))
+        if kind == "grammar":
+            return compiler.compile_grammar(text, syntax="lark")
+        return compiler.compile_structural_tag(text, whitespace=self.json_whitespace,
+                                               property_order=self.json_property_order)
 
     def jump_forward(self, req: Req) -> list[int]:
         """Tokens the grammar forces next, tokenized with back-off by sglite.runtime.constrained; the matcher is

@@ -9,6 +9,8 @@ import bisect
 from dataclasses import dataclass
 from typing import Hashable
 
+from ..budget import checkpoint
+
 MAX_CP = 0x10FFFF
 SURROGATES = (0xD800, 0xDFFF)
 ANY_CHAR: tuple[tuple[int, int], ...] = ((0, 0xD7FF), (0xE000, MAX_CP))
@@ -140,6 +142,8 @@ def with_length(fsm: CharFSM, min_len: int, max_len: int | None, limit: int) -> 
             order.append(key)
             if len(order) > limit:
                 raise OverflowError
+            if len(order) % 256 == 0:
+                checkpoint(f"a length bound of {min_len}..{max_len} characters")
         return index[key]
 
     sid(fsm.initial, 0)
@@ -211,6 +215,8 @@ def label_product(fsms: list[CharFSM], label, limit: int = 20_000) -> CharFSM:
                 order.append(tgt)
                 if len(order) > limit:
                     raise OverflowError(f"product automaton exceeds {limit} states")
+                if len(order) % 256 == 0:
+                    checkpoint("a product of automata")
             out.append((a, nxt_pt - 1, index[tgt]))
         trans.append(make_ranges(out))
         i += 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 from typing import Hashable
 
+from ..budget import checkpoint
 from .byte_dfa import ByteDFA, trimmed_dfa
 from .charfsm import CharFSM
 
@@ -35,6 +36,8 @@ class Lowering:
     def new(self) -> int:
         if len(self.rows) >= self.limit:
             raise OverflowError(f"automaton exceeds {self.limit} states")
+        if len(self.rows) % 256 == 0:
+            checkpoint("a lexeme's byte automaton")
         self.rows.append([-1] * 256)
         return len(self.rows) - 1
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ..budget import current
 from ..errors import GrammarError
 from .charfsm import CharFSM, from_interegular
+from .regex_size import check_unrolled_size
 
 
 class RegexUnsupported(GrammarError):
@@ -70,6 +72,9 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
         re.compile(pattern)
     except re.error as e:
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
+    budget = current()
+    if budget is not None:
+        check_unrolled_size(pattern, budget.regex_positions)
     body, start, end = _strip_anchors(pattern)
     if _has_bare(body, "^$"):
         raise RegexUnsupported(f"regex {pattern!r}: anchors are only supported at the very start and end")

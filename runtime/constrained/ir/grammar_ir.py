@@ -68,7 +68,7 @@ def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
             elif isinstance(n, ArrayNode):
                 need = n.min_items
                 ok = n.max_items is None or need <= n.max_items
-                for j in range(need):
+                for j in range(min(need, len(n.prefix) + 1)):   # positions past the prefix are all `items`
                     item = n.item(j)
                     if item is None or not sat[item]:
                         ok = False

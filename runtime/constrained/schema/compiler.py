@@ -18,6 +18,7 @@ from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.digit_cap import cap_digit_runs, is_number_dfa
 from ..automata.json_numbers import NUMBER
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
+from ..budget import checkpoint
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
 from .containers import lower_array, lower_object
@@ -117,6 +118,7 @@ class SchemaCompiler:
             return self.never()
         if not isinstance(schema, dict):
             raise GrammarError(f"schema at {ptr} must be an object or boolean, got {type(schema).__name__}")
+        checkpoint(f"the schema at {ptr}")
         check_supported(schema, ptr)
         if "$ref" in schema:
             rest = self.doc.ref_siblings(schema)

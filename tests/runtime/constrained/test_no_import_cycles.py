@@ -15,14 +15,15 @@ PACKAGE = "sglite.runtime.constrained"
 # unit -> units it may import from (a unit is a subpackage, or a module at the package's top)
 LAYERS = {
     "errors": set(),
-    "automata": {"errors"},
-    "ir": {"automata"},
+    "budget": {"errors"},
+    "automata": {"errors", "budget"},
+    "ir": {"automata", "budget"},
     "vocab": {"automata"},
-    "schema": {"automata", "ir", "errors"},
-    "parser": {"automata", "ir", "vocab", "errors"},
-    "cfg": {"automata", "vocab", "parser", "errors"},
-    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors"},
-    "__init__": {"compiler", "errors", "parser", "cfg"},
+    "schema": {"automata", "ir", "errors", "budget"},
+    "parser": {"automata", "ir", "vocab", "errors", "budget"},
+    "cfg": {"automata", "vocab", "parser", "errors", "budget"},
+    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors", "budget"},
+    "__init__": {"compiler", "errors", "parser", "cfg", "budget"},
 }
 
 

@@ -1,0 +1,66 @@
+"""What one grammar compile may spend: a time budget and a size budget, set around each compile by
+GrammarCompiler and checked where compile work grows (automaton states, schema nodes, a regex's counted
+repetitions before they are unrolled). Over budget is a CompileBudgetExceeded (a GrammarError, so an HTTP 400)
+naming the construct, raised within the time budget, so that no request can hold a compile worker for long.
+
+The budget is per thread: `within(budget)` sets it for the calls below it, `checkpoint(where)` reads it. Code
+that runs outside any compile (tests of one automaton, say) has no budget and is never stopped."""
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator
+
+from .errors import GrammarError
+
+
+@dataclass(frozen=True)
+class CompileBudget:
+    seconds: float = 4.0            # wall time of one compile, first mask included
+    regex_positions: int = 2048     # a regex's size once its counted repetitions are unrolled (regex_size.py)
+    schema_values: int = 5000       # JSON values in one schema, enum members and subschemas alike (schema/size.py)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.seconds, (int, float)) and self.seconds > 0):
+            raise ValueError(f"CompileBudget.seconds must be > 0, got {self.seconds!r}")
+        for name in ("regex_positions", "schema_values"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+                raise ValueError(f"CompileBudget.{name} must be an int > 0, got {value!r}")
+
+
+class CompileBudgetExceeded(GrammarError):
+    """A compile that would pass its time or size budget; the message names the construct and the budget."""
+
+
+_local = threading.local()
+
+
+@contextmanager
+def within(budget: CompileBudget | None) -> Iterator[None]:
+    """Runs the block under `budget` (None: no budget). A compile nested in another (a structural tag's schema)
+    keeps the earlier deadline."""
+    saved = (getattr(_local, "budget", None), getattr(_local, "deadline", None))
+    if budget is not None:
+        deadline = time.monotonic() + budget.seconds
+        _local.budget = budget
+        _local.deadline = deadline if saved[1] is None else min(deadline, saved[1])
+    try:
+        yield
+    finally:
+        _local.budget, _local.deadline = saved
+
+
+def current() -> CompileBudget | None:
+    return getattr(_local, "budget", None)
+
+
+def checkpoint(where: str) -> None:
+    """Raises CompileBudgetExceeded once this thread's compile has run past its time budget."""
+    deadline = getattr(_local, "deadline", None)
+    if deadline is not None and time.monotonic() > deadline:
+        raise CompileBudgetExceeded(f"{where}: the grammar takes longer than its compile budget of "
+                                    f"{_local.budget.seconds:g} s; simplify it (smaller counts or fewer "
+                                    f"alternatives) or raise the budget")

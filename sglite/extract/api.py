@@ -173,10 +173,13 @@ class Extraction:
             if isinstance(line, Unfinished):
                 return Unfinished(doc.id, line.why)
         good = [line["record"] for line in lines if line.get("record") is not None]
+        supported = [{p.split("/")[1] for p, s in find_spans(line["record"], chunk.text).items()
+                      if s["match"] != "not_found"}
+                     for line, chunk in zip(lines, self._chunks[id_key(doc.id)]) if line.get("record") is not None]
         errors = {k: line["error"] for k, line in enumerate(lines) if "error" in line}
         if not good:
             return failed_line(doc.id, f"every chunk failed; chunk 0: {errors.get(0)}") | {"chunks": len(lines)}
-        record, conflicts = merge_records(good, self.spec.schema)
+        record, conflicts = merge_records(good, self.spec.schema, supported)
         from .job import _validator
         problems = [e.message for e in _validator(self.spec.schema).iter_errors(record)]
         if problems:

@@ -1,8 +1,11 @@
 """Long documents: split into chunks of at most N tokens that overlap by M, and the chunks' records merged.
 
 The merge rule, field by field over the top-level fields, in chunk order:
-- a scalar or object: the first non-null value; a later chunk's different non-null value is a conflict, listed
-  on the line under "conflicts" (`{"/field": [first value, other values...]}`);
+- a scalar or object: the first non-null value found in its own chunk's text (a span not `not_found`), else the
+  first non-null value; every different non-null value is a conflict, listed on the line under "conflicts"
+  (`{"/field": [kept value, other values...]}`). A chunk that does not hold a field's answer still has to give
+  one (the schema asks for it), and a small model invents it: preferring supported values keeps the chunk that
+  states it;
 - a list: the chunks' lists concatenated without duplicates (by JSON text), cut at the schema's `maxItems`;
 - a field no chunk gives stays absent (or null, when every chunk gives null).
 Spans are found afterwards in the whole document."""
@@ -46,14 +49,25 @@ def chunk_bounds(text: str, encode: Callable[[str], list[int]], decode: Callable
         i += step
 
 
-def merge_records(records: list[dict[str, Any]], schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list]]:
-    """(merged record, conflicts) of the chunks' records, by the module's rule."""
+def merge_records(records: list[dict[str, Any]], schema: dict[str, Any],
+                  supported: list[set[str]] | None = None) -> tuple[dict[str, Any], dict[str, list]]:
+    """(merged record, conflicts) of the chunks' records, by the module's rule. `supported[k]`: the top-level
+    fields of records[k] whose value was found in chunk k's text (None: take every value as supported)."""
     props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    if supported is not None:   # a leading record of the first supported scalar per field; lists skip it
+        lead: dict[str, Any] = {}
+        for record, found in zip(records, supported):
+            for key, value in record.items():
+                if value is not None and not isinstance(value, list) and key in found:
+                    lead.setdefault(key, value)
+        records = [lead, *records]
     merged: dict[str, Any] = {}
     conflicts: dict[str, list] = {}
-    for record in records:
+    for n, record in enumerate(records):
         for key, value in record.items():
             if isinstance(value, list):
+                if supported is not None and n == 0:
+                    continue
                 have = merged.get(key)
                 have = list(have) if isinstance(have, list) else []
                 seen = {json.dumps(v, sort_keys=True) for v in have}

@@ -144,3 +144,10 @@ def test_a_chunk_size_over_the_context_is_refused_before_generation():
     with pytest.raises(Exception, match="--chunk-tokens 80 plus the prompt's"):
         list(extract([("d", "word " * 200)], SCHEMA, "Extract.", backend=sgl.Runtime(engine=eng), chunk_tokens=80))
     assert not eng.gen_calls()
+
+
+def test_merge_prefers_a_value_found_in_its_own_chunk():
+    records = [{"name": "Invented", "n": 1, "l": ["a"]}, {"name": "Ann", "n": 2, "l": ["b"]}]
+    merged, conflicts = merge_records(records, {}, [set(), {"name"}])
+    assert merged == {"name": "Ann", "n": 1, "l": ["a", "b"]}       # n: no chunk supports it, the first one
+    assert conflicts == {"/name": ["Ann", "Invented"], "/n": [1, 2]}

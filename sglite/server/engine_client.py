@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator
 
 from starlette.requests import Request
@@ -21,6 +22,7 @@ from .metrics import RequestClock, ServerMetrics
 
 logger = logging.getLogger(__name__)
 _END = object()
+COMPILE_WORKERS = 2   # grammar compiles at once; each is bounded by the engine's compile budget
 
 
 def _internal_error(e: BaseException) -> APIError:
@@ -98,6 +100,9 @@ class EngineClient:
         self.metrics = metrics
         self.max_pending = max_pending
         self.pending = 0   # samples submitted whose pump has not ended; event-loop thread only
+        # a request with a constraint is submitted (and its grammar compiled, up to its budget) on this small pool,
+        # so any number of slow compiles queue here while plain requests go straight to the engine
+        self._compiles = ThreadPoolExecutor(max_workers=COMPILE_WORKERS, thread_name_prefix="sglite-compile")
         if metrics is not None:
             metrics.inflight.set_function(lambda: self.pending)
 
@@ -110,7 +115,8 @@ class EngineClient:
                            "retry later", code="server_overloaded", headers={"Retry-After": "1"})
         self.pending += count
         loop = asyncio.get_running_loop()
-        job = loop.run_in_executor(None, self._submit_all, requests, loop)
+        pool = self._compiles if any(r.params.constraint is not None for r in requests) else None
+        job = loop.run_in_executor(pool, self._submit_all, requests, loop)
         try:
             handles = await asyncio.shield(job)
         except asyncio.CancelledError:   # queued anyway once the worker returns: abort them then

@@ -67,8 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default=None, choices=["float32", "float16", "bfloat16"], help="model weights dtype")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     group = p.add_argument_group("engine options")
-    for flag, _, typ, doc in ENGINE_OPTIONS:
-        group.add_argument(flag, type=typ, default=None, help=doc)
+    for flag, field, typ, doc in ENGINE_OPTIONS:
+        group.add_argument(flag, dest=field, type=typ, default=None, help=doc)
     for flag, _, _, doc in ENGINE_FLAGS:
         group.add_argument(flag, action="store_true", help=doc)
     return p

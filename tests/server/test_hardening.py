@@ -46,3 +46,36 @@ def test_generate_refuses_what_the_openai_routes_refuse(http, sampling, extra, p
 def test_health_generate_generates_one_token(http):
     r = http.get("/health_generate")
     assert r.status_code == 200 and r.text == "ok"
+
+
+class _SlowCompiles:
+    """The tiny engine, with every constrained submit (where the grammar compiles) taking `delay` seconds."""
+
+    def __init__(self, engine, delay: float):
+        self._engine, self.delay = engine, delay
+
+    def submit(self, request, loop=None):
+        if request.params.constraint is not None:
+            import time
+            time.sleep(self.delay)
+        return self._engine.submit(request, loop)
+
+    def __getattr__(self, name):
+        return getattr(self._engine, name)
+
+
+def test_slow_compiles_do_not_hold_up_plain_requests(engine_and_info):
+    import concurrent.futures
+    import time
+
+    engine, info = engine_and_info
+    with ServerThread(create_app(_SlowCompiles(engine, 3.0), info)) as s, httpx.Client(base_url=s.url, timeout=60) as c:
+        body = {"text": "hi", "sampling_params": {"max_new_tokens": 2, "regex": "[ab]+"}}
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            slow = [pool.submit(c.post, "/generate", json=body) for _ in range(8)]
+            time.sleep(0.3)
+            t = time.monotonic()
+            r = c.post("/generate", json={"text": "hi", "sampling_params": {"max_new_tokens": 2}})
+            plain_s = time.monotonic() - t
+            assert r.status_code == 200 and plain_s < 2.0, plain_s   # not queued behind 8 x 3 s of compiles
+            assert all(f.result().status_code == 200 for f in slow)

@@ -11,8 +11,10 @@ Formats (WEIGHT_FORMATS):
           in 4 bits and becomes int8 instead: int4 never costs fidelity beyond int8's.
     w4a16 the same 4-bit weights, with the bfloat16 activations quantized inside the kernel per block of 32
           to two int8 digits (about 15 bits, finer than bfloat16) and integer dot products (kernels/w4a8_cpu.py,
-          built on the machine; offered only where it builds). Weights off the 4-bit grid, or of shapes the
-          4-bit kernels cannot take, become int8 as with int4.
+          built on the machine; offered only where it builds). Weights on an 8-bit block grid instead (GGUF
+          Q5_0, Q5_1, Q8_0, Q5_K: block_grid(w, 8)) run on the same kernel exactly, as their low and high nibbles
+          over the input twice (split_nibbles). Weights off both grids (Q2_K/Q3_K/Q6_K with scales per 16,
+          IQ4_NL/IQ4_XS, float weights), or of shapes the 4-bit kernels cannot take, become int8 as with int4.
     w4a8  as w4a16 with one int8 digit per activation, as llama.cpp quantizes them: faster, but below the
           fidelity gate on SmolLM2 (96.7% top-1), so offered only by name.
 

@@ -1,4 +1,4 @@
-"""sglite beside llama.cpp on the CPU: same GGUF, same thread count, same run (issues 12 and 14).
+"""sglite beside llama.cpp on the CPU: same GGUF, same thread count, same run.
 
     bash bench/build_llamacpp.sh                   # once: llama-server + llama-bench into ~/.cache (~15 min)
     python bench/vs_llamacpp.py [--threads 2] [--limit N] [--weights int8] [--json-whitespace any]

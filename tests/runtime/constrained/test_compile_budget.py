@@ -104,3 +104,9 @@ def test_the_engine_refuses_over_budget_naming_the_constraint():
         assert err.value.param == "regex" and err.value.code == "invalid_grammar"
         out = e.submit(GenerateRequest(text="hi", params=SamplingParams(regex="b{2,5}", max_new_tokens=8)))[0]
         assert 2 <= len(out.output().text) <= 5
+
+
+def test_a_long_pattern_without_counted_repetition_is_not_refused_for_its_length():
+    check_unrolled_size("|".join(f"w{i}" for i in range(2000)), 2048)   # as large as it is written
+    with pytest.raises(CompileBudgetExceeded):
+        check_unrolled_size("(" + "|".join(f"w{i}" for i in range(20)) + "){0,200}", 2048)

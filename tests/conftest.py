@@ -15,13 +15,14 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 class _InstalledKernelsFirst(importlib.abc.MetaPathFinder):
     """Top-level `kernels` is the installed distribution of that name (Hugging Face's, which transformers imports
     when it is installed), not this checkout's kernels/ folder: pytest puts the checkout on sys.path (tests/ is a
-    package), and the folder is only ever imported as `sglite.kernels`. Without an installed `kernels`, nothing
+    package), and the folder is only ever imported as `sglite.kernels`; nor bench/kernels.py, which a test that
+    imports a bench script puts within reach. Without an installed `kernels`, nothing
     changes (transformers then does not look for one)."""
 
     def find_spec(self, name, path=None, target=None):
         if name != "kernels":
             return None
-        elsewhere = [p for p in sys.path if Path(p or ".").resolve() != REPO]
+        elsewhere = [p for p in sys.path if Path(p or ".").resolve() not in (REPO, REPO / "bench")]
         return importlib.machinery.PathFinder.find_spec(name, elsewhere)
 
 

@@ -64,7 +64,7 @@ EXPECTED = {
     "decode_json": PASSED,
     "decode_json_regex": PASSED,
     "dtype_gen": PASSED,
-    "expert_answer": answer("a Frenchman would answer that 1000 is the capital of France"),   # wants "paris"
+    "expert_answer": answer("A) A Frenchman is a person who is French."),   # wants "paris"
     "few_shot_qa": answer("answer:  New York"),          # the capital of the United States
     "gen_min_new_tokens": raised("No module named 'sglang.srt.utils.hf_transformers_utils'"),
     "image_qa": raised("NotImplementedError: sglite serves text-only models"),

@@ -37,6 +37,8 @@ import unicodedata
 from pathlib import Path
 from typing import Any, Callable
 
+from sglite.extract.evaluation import sign_test_p
+
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 GOLD_PATH = DATA / "reports_gold.jsonl"
 GOLD_FILES = {"bundled": "reports_gold.jsonl",                     # report set -> its gold file in DATA
@@ -165,15 +167,6 @@ def paired(ref: dict[str, dict | None], other: dict[str, dict | None], gold: dic
         only_ref += sum(a[k] and not b[k] for k in a)
         only_other += sum(b[k] and not a[k] for k in a)
     return only_ref, only_other
-
-
-def sign_test_p(a: int, b: int) -> float:
-    """Two-sided exact sign-test p-value of a split a:b of discordant fields (binomial, p = 1/2)."""
-    n = a + b
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(a, b) + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
 
 
 def print_accuracy_table(systems: dict[str, dict[str, tuple[int, int]]]) -> None:

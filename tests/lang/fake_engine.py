@@ -18,9 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from sglite.protocol import (ABORT_BY_CLIENT, ABORT_SHUTDOWN, FinishReason, GenerateOutput, GenerateRequest,
+from sglite.protocol import (ABORT_SHUTDOWN, FinishReason, GenerateOutput, GenerateRequest,
                              RequestError, StreamChunk)
-from tests.server.fake_engine import FakeHandle
+from tests.server.fake_engine import FakeHandle, mark_aborted
 
 TOKEN_RE = re.compile(r"<\|[a-z_]+\|>| ?\w+|\s|[^\w\s]")
 FILLER = " more"
@@ -132,9 +132,7 @@ class FakeEngine:
 
     def abort(self, rid: str) -> None:
         with self._wake:
-            for s in self._running.values():
-                if s.rid == rid or s.rid.startswith(rid + "-"):
-                    s.abort = s.abort or FinishReason.abort(ABORT_BY_CLIENT, "aborted by request")
+            mark_aborted(self._running.values(), rid)
 
     # --- the rest of Engine's surface -----------------------------------------------------------------------
     def flush_cache(self) -> bool:

@@ -66,6 +66,14 @@ class _Sample:
         self.abort: FinishReason | None = None
 
 
+def mark_aborted(samples, rid: str) -> None:
+    """Marks the samples of request `rid` (its id, or `rid-i` for n > 1) aborted by the client; the engine's
+    thread ends them at its next step. The caller holds the lock that guards `samples`."""
+    for s in samples:
+        if s.rid == rid or s.rid.startswith(rid + "-"):
+            s.abort = s.abort or FinishReason.abort(ABORT_BY_CLIENT, "aborted by request")
+
+
 class FakeEngine:
     def __init__(self, tokenizer: Any, max_context: int = 4096, step_s: float = 0.001, total_slots: int = 100_000):
         self.tokenizer = tokenizer
@@ -113,9 +121,7 @@ class FakeEngine:
 
     def abort(self, rid: str) -> None:
         with self._lock:
-            for s in self._running.values():
-                if s.rid == rid or s.rid.startswith(rid + "-"):
-                    s.abort = s.abort or FinishReason.abort(ABORT_BY_CLIENT, "aborted by request")
+            mark_aborted(self._running.values(), rid)
 
     # --- the rest of Engine's surface the server uses ---
     def flush_cache(self) -> bool:

@@ -205,6 +205,15 @@ class SamplingParams:
                 return kind, getattr(self, kind)
         return None
 
+    def check_vocab(self, vocab_size: int) -> None:
+        """Raises RequestError if logit_bias names a token outside a vocabulary of vocab_size ids (the sampler
+        indexes by them). The one check, made by the engine and by the server before it submits."""
+        top = max((t for t, _ in self.logit_bias), default=-1) if self.logit_bias else -1
+        if top >= vocab_size:
+            raise RequestError("logit_bias", "invalid_value",
+                               f"logit_bias names token {top}; the vocabulary has {vocab_size} tokens "
+                               f"(ids 0 to {vocab_size - 1})")
+
     def to_dict(self) -> dict[str, Any]:
         """The fields that differ from the defaults, as JSON-ready values (for a wire or a log)."""
         out = {}

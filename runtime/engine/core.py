@@ -80,10 +80,7 @@ class EngineCore:
         request that cannot fit, or a grammar that does not compile. Thread-safe."""
         ids = self._prompt_ids(request)
         p = self._fit(request.params, len(ids))
-        top_id = max((t for t, _ in p.logit_bias), default=-1) if p.logit_bias else -1
-        if top_id >= self.vocab_size:
-            raise RequestError("logit_bias", "invalid_value",
-                               f"logit_bias names token {top_id}; the vocabulary has {self.vocab_size} tokens")
+        p.check_vocab(self.vocab_size)
         grammar = self.grammar.compile(p)
         reqs = []
         for i, rid in enumerate(request.sample_ids()):

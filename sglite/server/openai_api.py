@@ -21,7 +21,6 @@ from .errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_erro
 from .limits import MAX_N, MAX_TOP_LOGPROBS
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage
-from .sglang_compat import check_token_ids
 from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
 from .tool_reply import ToolReplyText, split_reply
 from .tools import ToolCallText, ToolPlan, render_tool_messages, tool_call_message, tool_plan
@@ -305,7 +304,7 @@ class OpenAIServing:
         if schema is not None:
             params["json_schema"] = schema
         p = SamplingParams.from_dict(params)
-        check_token_ids(p, self.info.vocab_size)
+        p.check_vocab(self.info.vocab_size)
         return p
 
 

@@ -124,13 +124,6 @@ def sampling_params(d: dict[str, Any] | None, vocab_size: int, max_context: int
     if isinstance(t, (int, float)) and not isinstance(t, bool) and 0 <= t < GREEDY_BELOW:
         d["temperature"] = 0.0
     params = SamplingParams.from_dict(d)
-    check_token_ids(params, vocab_size)
+    params.check_vocab(vocab_size)
     return params, ServerSampling(interval)
 
-
-def check_token_ids(params: SamplingParams, vocab_size: int) -> None:
-    """Token ids in logit_bias must be in the vocabulary (the sampler indexes by them)."""
-    for tid, _ in params.logit_bias or ():
-        if tid >= vocab_size:
-            raise RequestError("logit_bias", "invalid_value",
-                               f"logit_bias token id {tid} is outside the vocabulary [0, {vocab_size})")

@@ -29,7 +29,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from sglite.kernels import w4a8_cpu
+from sglite.kernels import w4a8_cpu, w8a8_cpu
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4", "w4a16", "w4a8")
 KERNEL_DIGITS = {"w4a16": 2, "w4a8": 1}     # formats on kernels/w4a8_cpu.py: int8 digits per activation
@@ -166,7 +166,7 @@ def block_grid(weight: torch.Tensor, bits: int = 4, group: int = INT4_GROUP, tol
         gap = torch.where(gaps > span[:, None] * 1e-5, gaps, torch.full_like(gaps, float("inf"))).amin(-1)
         gap = torch.where(torch.isfinite(gap), gap, torch.ones_like(gap))       # one value in the group
         for from_zero in (True, False):                # a grid through zero first: its lo is exact
-            for k in (1, 2, 3, 4, 5, 6, 8):             # the step: the smallest gap, else a fraction of it
+            for k in range(1, 17):                      # the step: the smallest gap, else a fraction of it
                 keep = todo[rows]
                 if not keep.any():
                     break
@@ -265,6 +265,57 @@ class W4A8Linear:
     @property
     def nbytes(self) -> int:
         return self.weights.nbytes
+
+
+class W8A8Linear:
+    """8-bit block weights (block_grid(w, 8, group), group 16 or 32: each block's own integers, scale and minimum)
+    x activations in `digits` int8 digits (kernels/w8a8_cpu.py, quantized as W4A8Linear's are); bfloat16 in and
+    out."""
+
+    def __init__(self, grid: tuple[torch.Tensor, torch.Tensor, torch.Tensor], bias: torch.Tensor | None = None,
+                 digits: int = 2):
+        q, scale, lo = grid
+        self.digits, self.group = digits, q.shape[1] // scale.shape[1]
+        self.weights = w8a8_cpu.pack(q, scale, lo, self.group)
+        self._gemm = w8a8_cpu.gemm_call()
+        self._ptrs = tuple(t.data_ptr() for t in self.weights[:3])
+        self.bias = None if bias is None else bias.to(torch.bfloat16)
+        self.out_features, self.in_features = q.shape
+        self.dtype = torch.bfloat16
+
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        x = x.contiguous()
+        if out is None:
+            y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
+        elif out.shape != (x.shape[0], self.out_features) or out.dtype != torch.bfloat16 or not out.is_contiguous():
+            raise ValueError(f"out must be a contiguous bfloat16 [{x.shape[0]}, {self.out_features}] tensor, got "
+                             f"{out.dtype} {tuple(out.shape)}")
+        else:
+            y = out
+        qw, wd, wm = self._ptrs
+        if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
+                                     self.in_features, self.group, self.digits, torch.get_num_threads()) != 0:
+            raise MemoryError(f"w8a8 kernel: out of memory for {x.shape[0]} rows")
+        return y if self.bias is None else y.add_(self.bias)
+
+    @property
+    def nbytes(self) -> int:
+        return self.weights.nbytes
+
+
+def eight_bit_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear | None:
+    """`weight` on an 8-bit block grid (GGUF Q8_0, Q5_0, Q5_1, Q5_K per 32; Q6_K, Q3_K per 16) as a kernel
+    format `fmt`, with its exact values; None when it lies on no such grid. The W8A8 kernel where it is
+    built with VNNI (about 9-12 bits read a weight, one dot product per value); else, for blocks of 32, the W4A8
+    kernel over the grid's low and high nibbles (split_nibbles: 10 bits a weight, twice the dot products)."""
+    vnni = w8a8_cpu.isa() == "avx512_vnni"
+    for group in (32, 16) if vnni else (32,):
+        if (grid := block_grid(weight, 8, group)) is not None:
+            if vnni:
+                return W8A8Linear(grid, bias, KERNEL_DIGITS[fmt])
+            return W4A8Linear(split_nibbles(grid), bias, KERNEL_DIGITS[fmt], repeat=2)
+    return None
 
 
 def _into(y: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
@@ -369,8 +420,8 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
         grid = block_grid(weight, 4)
         if grid is not None:
             return four_bit_linear(grid, bias, fmt)
-        if fmt in KERNEL_DIGITS and (grid := block_grid(weight, 8)) is not None:   # Q5_0, Q5_1, Q8_0, ...
-            return W4A8Linear(split_nibbles(grid), bias, KERNEL_DIGITS[fmt], repeat=2)
+        if fmt in KERNEL_DIGITS and (layer := eight_bit_linear(weight, bias, fmt)) is not None:   # Q8_0, Q6_K...
+            return layer
         return Int8Linear(weight, bias)
     raise ValueError(f"unknown weight format {fmt!r}; choose one of {WEIGHT_FORMATS}")
 
@@ -408,7 +459,7 @@ def min_independent_rows(layer) -> int | None:
     an AVX-512 Zen 4 with torch 2.13 its float32 matmul took other paths below 12 rows; its bfloat16 one once gave
     a single row of a [576 x 1536] weight other bits and in later processes did not, so a probe that passes is
     evidence, not proof (the engine pads prefill-only layers anyway: PREFILL_MIN_ROWS)."""
-    if isinstance(layer, W4A8Linear):
+    if isinstance(layer, (W4A8Linear, W8A8Linear)):
         return 1
     key = (type(layer).__name__, layer.dtype, layer.out_features, layer.in_features, getattr(layer, "digits", 0))
     if key not in _probed:

@@ -36,6 +36,20 @@ log = logging.getLogger("sglite.runtime")
 GGUF_FAST_PATHS = {"Q4_0": "4-bit blocks", "Q4_1": "4-bit blocks", "Q4_K": "4-bit blocks (sub-blocks of 32)",
                    "Q5_0": "8-bit blocks", "Q5_1": "8-bit blocks", "Q8_0": "8-bit blocks",
                    "Q5_K": "8-bit blocks (sub-blocks of 32)"}
+# the types only the W8A8 kernel runs exactly (blocks of 16, or the IQ4 table's integers), where it is built with
+# VNNI (kernels/w8a8_cpu.py); elsewhere they are dequantized as the types not listed above
+GGUF_W8A8_PATHS = {"Q2_K": "8-bit blocks (sub-blocks of 16)", "Q3_K": "8-bit blocks (sub-blocks of 16)",
+                   "Q6_K": "8-bit blocks (sub-blocks of 16)", "IQ4_NL": "8-bit blocks (the table's integers)",
+                   "IQ4_XS": "8-bit blocks (the table's integers)"}
+
+
+def gguf_fast_paths() -> dict[str, str]:
+    """GGUF tensor type -> how the kernel formats run its exact values on this machine."""
+    from sglite.kernels import w8a8_cpu
+
+    return {**GGUF_FAST_PATHS, **(GGUF_W8A8_PATHS if w8a8_cpu.isa() == "avx512_vnni" else {})}
+
+
 _FLOAT_TYPES = ("F32", "F16", "BF16")  # buffers some older checkpoints saved; recomputed from the config
 
 
@@ -107,10 +121,11 @@ def load_config_and_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Te
     config = f.config()
     f.check_tensor_types()
     kinds = f.tensor_types()
-    slow = [k for k in kinds if k not in GGUF_FAST_PATHS and k not in _FLOAT_TYPES]
+    fast = gguf_fast_paths()
+    slow = [k for k in kinds if k not in fast and k not in _FLOAT_TYPES]
     if slow:
         log.info("%s: tensor types %s have no fast kernel path: they are dequantized exactly and run in the "
                  "plan's dense formats (int8 per output channel under 4-bit plans); %s", path.name,
                  ", ".join(f"{k} x{kinds[k]}" for k in slow),
-                 ", ".join(f"{k}: {GGUF_FAST_PATHS[k]}" for k in kinds if k in GGUF_FAST_PATHS) or "")
+                 ", ".join(f"{k}: {fast[k]}" for k in kinds if k in fast) or "")
     return config, f.load_weights()

@@ -286,24 +286,32 @@ def _logit_bias_pairs(value: Any) -> tuple[tuple[int, float], ...] | None:
 # --- JSON Schema -----------------------------------------------------------------------------------------------
 def json_schema_text(schema: Any) -> str:
     """The one conversion of a user's schema to the JSON text every entry point compiles: a JSON string (checked
-    to parse) or a dict as given; a pydantic model class via `model_json_schema()`, with its objects closed
-    (pydantic ignores undeclared keys unless `extra="allow"`, so generating them is wasted and unbounded)."""
+    to parse) as given, anything else as `load_json_schema` reads it."""
+    if isinstance(schema, str):
+        load_json_schema(schema)
+        return schema
+    try:
+        return json.dumps(load_json_schema(schema))
+    except (TypeError, ValueError) as e:
+        raise RequestError("json_schema", "invalid_type", f"json_schema dict is not JSON-serialisable: {e}") \
+            from None
+
+
+def load_json_schema(schema: Any) -> Any:
+    """The one reading of a user's schema, shared by `json_schema_text` and the grammar compiler: a JSON string
+    parsed, a dict as given, a pydantic model class via `model_json_schema()` with its objects closed (pydantic
+    ignores undeclared keys unless `extra="allow"`, so generating them is wasted and unbounded)."""
     if isinstance(schema, str):
         try:
-            json.loads(schema)
+            return json.loads(schema)
         except json.JSONDecodeError as e:
             raise RequestError("json_schema", "invalid_value", f"json_schema is not valid JSON: {e}") from None
-        return schema
     if isinstance(schema, dict):
-        try:
-            return json.dumps(schema)
-        except (TypeError, ValueError) as e:
-            raise RequestError("json_schema", "invalid_type", f"json_schema dict is not JSON-serialisable: {e}") \
-                from None
+        return schema
     if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
         out = schema.model_json_schema()
         extra = (getattr(schema, "model_config", None) or {}).get("extra")
-        return json.dumps(out if extra == "allow" else closed_schema(out))
+        return out if extra == "allow" else closed_schema(out)
     raise RequestError("json_schema", "invalid_type",
                        f"json_schema must be a dict, a JSON string or a pydantic model class, got {schema!r}")
 

@@ -6,6 +6,8 @@ import threading
 from collections import OrderedDict
 from typing import Any
 
+from sglite.protocol import RequestError, load_json_schema
+
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
 from .budget import CompileBudget, within
@@ -191,16 +193,11 @@ class GrammarCompiler:
 
 
 def _load_schema(schema: Any) -> Any:
-    if isinstance(schema, (dict, bool)):
+    """A schema as `protocol.load_json_schema` reads it (so a pydantic model compiles to one grammar on every
+    path, its objects closed), or a boolean schema as given."""
+    if isinstance(schema, bool):
         return schema
-    if isinstance(schema, str):
-        try:
-            return json.loads(schema)
-        except json.JSONDecodeError as e:
-            raise GrammarError(f"json_schema is not valid JSON: {e}") from None
-    if isinstance(schema, type) and hasattr(schema, "model_json_schema"):
-        return schema.model_json_schema()
-    raise GrammarError(f"json_schema must be a dict, a JSON string or a pydantic model class, got "
-                       f"{type(schema).__name__}")
-
-
+    try:
+        return load_json_schema(schema)
+    except RequestError as e:
+        raise GrammarError(e.message) from None

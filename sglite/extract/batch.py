@@ -29,6 +29,7 @@ import uuid
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from .cli import BUDGET_HELP, engine_extras, seconds
 from .errors import SetupError
 from .output import ResultLog
 from .stopping import (EXIT_WRITE_FAILED, WriteFailed, append_line, install_sigterm, interrupted_status,
@@ -155,6 +156,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default=None)
     ap.add_argument("--weights", default="auto", help="as in sglite extract")
     ap.add_argument("--num-threads", type=int, default=None)
+    ap.add_argument("--grammar-compile-budget", dest="grammar_compile_budget_s", type=seconds, default=None,
+                    metavar="SECONDS", help=BUDGET_HELP.replace("schema's grammar", "grammar of a body's "
+                                                                "response_format or tools"))
     ap.add_argument("--max-in-flight", type=int, default=64, help="requests sent at a time (default 64)")
     return ap
 
@@ -166,6 +170,7 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
         if args.ray is not None:
             raise SetupError("--ray is not supported by sglite batch; run `sglite serve` where the model runs and "
                              "pass --url")
+        engine_extras(args)
         if args.max_in_flight < 1:
             raise SetupError(f"--max-in-flight must be >= 1, got {args.max_in_flight}")
         if args.output.resolve() == args.input.resolve():
@@ -242,7 +247,7 @@ def _engine(args: argparse.Namespace) -> Any:
     print(f"sglite batch: loading the model on {device} ...", file=sys.stderr)
     try:
         return Engine(args.model, device=device, weights=args.weights, num_threads=args.num_threads,
-                      background=True)
+                      background=True, **engine_extras(args))
     except Exception as e:   # noqa: BLE001 - a model that does not load is a setup error, said in one line
         raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
 

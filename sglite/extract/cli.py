@@ -30,6 +30,32 @@ def _positive(text: str) -> int:
     return value
 
 
+def seconds(text: str) -> float:
+    """argparse type of a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text}")
+    return value
+
+
+BUDGET_HELP = ("seconds the schema's grammar may take to compile (first mask included); past it the request is "
+               "refused and its line says so (default: the engine's, 4). Not with --url: the server's own budget "
+               "applies")
+
+
+def engine_extras(args: argparse.Namespace) -> dict[str, Any]:
+    """Engine options the CLI passes only when given (so the engine's defaults stay the defaults)."""
+    if args.grammar_compile_budget_s is None:
+        return {}
+    if args.url:
+        raise SetupError("--grammar-compile-budget sets the in-process or Ray engines' budget; with --url the "
+                         "server's own --grammar-compile-budget applies")
+    return {"grammar_compile_budget_s": args.grammar_compile_budget_s}
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="sglite extract", description="JSON-Schema extraction over documents: one "
                                  "output line per document, written as soon as it finishes")
@@ -65,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--num-threads", type=_positive, default=None,
                     help="CPU: torch threads (default: one per core; fewer on a shared machine); with --ray, per "
                          "replica, which declares as many CPUs to Ray (default 1)")
+    ap.add_argument("--grammar-compile-budget", dest="grammar_compile_budget_s", type=seconds, default=None,
+                    metavar="SECONDS", help=BUDGET_HELP)
     ap.add_argument("--max-tokens", type=_positive, default=512, help="per record (default: 512)")
     ap.add_argument("--temperature", type=float, default=0.0)
     ap.add_argument("--limit", type=_positive, default=None, help="only the first N documents")
@@ -112,6 +140,7 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
         if args.chunk_tokens is not None and not 0 <= args.chunk_overlap < args.chunk_tokens:
             raise SetupError(f"--chunk-overlap must be in [0, --chunk-tokens), got {args.chunk_overlap} with "
                              f"--chunk-tokens {args.chunk_tokens}")
+        engine_extras(args)
         if args.ray is not None and backend is None:
             check_ray(args.ray or None, args.replicas, args.shard_size)
         if args.url and backend is None:
@@ -203,7 +232,8 @@ def _backend(args: argparse.Namespace) -> Any:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     print(f"sglite extract: loading the model on {device} ...", file=sys.stderr)
     try:
-        return Runtime(args.model, device=device, weights=args.weights, num_threads=args.num_threads)
+        return Runtime(args.model, device=device, weights=args.weights, num_threads=args.num_threads,
+                       **engine_extras(args))
     except Exception as e:   # noqa: BLE001 - a model that does not load is a setup error, said in one line
         raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
 
@@ -218,7 +248,7 @@ def _ray_backend(args: argparse.Namespace) -> Any:
     try:
         return RayRuntime(args.model, replicas=args.replicas, num_threads=args.num_threads or 1,
                           address=args.ray or None, shard_size=args.shard_size, device=args.device,
-                          weights=args.weights).start()
+                          weights=args.weights, **engine_extras(args)).start()
     except (ClusterError, ReplicaStartError) as e:
         raise SetupError(f"--ray: {e}") from None
 

@@ -38,7 +38,7 @@ class StepClock:
 
         def forward(batch, table):
             self.kind = ("prefill" if batch.num_prefill else
-                         "verify" if any(r.draft for r in batch.reqs) else "decode")
+                         "verify" if any(r.spec.draft for r in batch.reqs) else "decode")
             return inner_forward(batch, table)
 
         def step():
@@ -64,7 +64,7 @@ def install_oracle(drafter, oracle: dict[tuple[int, ...], list[int]], k: int | N
 
     def propose_all(reqs):
         for r in reqs:
-            r.draft = []
+            r.spec.draft = []
             if k is None or r.finished:
                 continue
             out = oracle.get(tuple(r.origin_input_ids), [])
@@ -73,7 +73,7 @@ def install_oracle(drafter, oracle: dict[tuple[int, ...], list[int]], k: int | N
             if room <= 0 or out[:n] != r.output_ids:
                 continue
             draft = out[n:n + room]
-            r.draft = _grammar_prefix(r, draft) if r.matcher is not None else draft
+            r.spec.draft = _grammar_prefix(r, draft) if r.matcher is not None else draft
 
     def on_finished(r):
         if k is None:

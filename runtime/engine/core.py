@@ -6,7 +6,8 @@
         for chunk in core.step():     # StreamChunks: what the step added to each request
             ...
 
-A step is schedule -> forward -> sample and process -> finish. Nothing here starts a thread or waits for one;
+A step is schedule -> run (the forward pass) -> process (sample, append, decide who ends) -> finish (the scheduler
+advances the K/V and releases the finished) -> deliver. Nothing here starts a thread or waits for one;
 `EngineLoop` runs a core on a thread of its own and routes its chunks to callers. Every method except
 `make_reqs` must be called from one thread at a time (the loop's); `make_reqs` (validation, tokenization,
 grammar compilation) is safe from any thread, so callers pay for it and the loop never does.
@@ -16,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
-import time
 import traceback
 from typing import Any
 
@@ -32,7 +32,7 @@ from .kv_manager import KVManager
 from .model_runner import ModelRunner
 from .output import take_chunk
 from .processor import StepProcessor
-from .request import Req
+from .request import Req, ScheduledBatch
 from .sampler import Sampler
 from .scheduler import Scheduler
 from .speculative import NgramDrafter
@@ -65,7 +65,7 @@ class EngineCore:
             if cfg.speculative_algorithm == "ngram" else None
         self.scheduler = Scheduler(cfg, self.kv, self.drafter)
         eos = self.tokenizer.eos_token_id
-        self.processor = StepProcessor(Sampler(mc.vocab_size, eos, self.tokenizer.all_token_bytes), eos, self.scheduler.finish,
+        self.processor = StepProcessor(Sampler(mc.vocab_size, eos, self.tokenizer.all_token_bytes), eos,
                                        self.grammar.jump_forward if cfg.enable_jump_forward else None)
         self.masks = MaskPrefetcher(mc.vocab_size, cfg.grammar_mask_overlap, device)
         self.debug_checks = False   # tests set True: check_integrity after every step
@@ -134,38 +134,37 @@ class EngineCore:
         """Empties the prefix cache, and the drafter's memory of finished requests' outputs (text the cache held:
         drafts from it after a flush would copy what the cache no longer has). False (nothing done) while
         requests are running or queued."""
-        if self.scheduler.has_work() or not self.kv.flush():
-            return False
-        if self.drafter is not None:
-            self.drafter.forget_outputs()
-        return True
+        return self.scheduler.flush_cache()
 
     # --- the step --------------------------------------------------------------------------------------------
     def step(self) -> list[StreamChunk]:
-        """One schedule -> forward -> process step. Returns a chunk for every request that gained text or
+        """One schedule -> run -> process -> finish step. Returns a chunk for every request that gained text or
         finished. An internal error aborts the requests in flight (each gets a final chunk saying so) and leaves
         the core usable."""
         try:
-            t0 = time.perf_counter()
             batch = self.scheduler.schedule()
             if batch is None:
-                if self.scheduler.has_work():
-                    raise RuntimeError("scheduler made no progress with requests pending")
-                return []
-            pending = self.masks.start(batch.reqs, batch.extend_lens)   # built while the forward runs
+                return self._idle()
+            masks = self.masks.start(batch.reqs, batch.extend_lens)   # built while the forward runs
             out = self.runner.forward(batch, self.kv.req_to_token.table)
-            self.processor.process(batch, out, pending.result() if pending is not None else None)
-            self.stats["prefill_tokens_computed"] += batch.num_prefill_tokens
-            self.stats["decode_tokens"] += batch.num_tokens - batch.num_prefill_tokens
-            self.scheduler.on_step_done(batch)
-            if self.drafter is not None and not batch.num_prefill:
-                self.drafter.observe_step(batch.num_tokens, time.perf_counter() - t0)
-            if self.debug_checks:
-                self.kv.check_integrity()
+            self.processor.process(batch, out, masks)
+            self.scheduler.finish_step(batch)
+            self._count(batch)
             return self._deliver([r for r in batch.reqs if r.finished or r.output_ids])
         except Exception as e:
             logger.error("engine step failed:\n%s", traceback.format_exc())
             return self.abort_all(internal_error=f"{type(e).__name__}: {e}")
+
+    def _idle(self) -> list[StreamChunk]:
+        if self.scheduler.has_work():
+            raise RuntimeError("scheduler made no progress with requests pending")
+        return []
+
+    def _count(self, batch: ScheduledBatch) -> None:
+        self.stats["prefill_tokens_computed"] += batch.num_prefill_tokens
+        self.stats["decode_tokens"] += batch.num_tokens - batch.num_prefill_tokens
+        if self.debug_checks:
+            self.kv.check_integrity()
 
     def _deliver(self, reqs: list[Req]) -> list[StreamChunk]:
         chunks = []
@@ -177,7 +176,7 @@ class EngineCore:
                 continue
             if r.finished:
                 del self.active[r.rid]
-                self.stats["cached_tokens"] += r.cached_tokens
+                self.stats["cached_tokens"] += r.cache_hit_tokens
                 self.stats["prompt_tokens"] += r.prompt_len
                 self.stats["requests_finished"] += 1
             chunks.append(chunk)

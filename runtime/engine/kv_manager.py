@@ -1,7 +1,7 @@
 """KVManager: who owns each KV slot (free list, prefix cache, or a running request) and each table row.
 
 Every slot in 1..num_slots-1 is in exactly one place: the allocator's free list, the prefix cache, or
-req_to_token[row, cached_len:kv_len] of one running request. `check_integrity` verifies this.
+req_to_token[kv.row, kv.shared_len:kv.len] of one running request (see request.py). `check_integrity` verifies this.
 """
 from __future__ import annotations
 
@@ -33,18 +33,18 @@ class KVManager:
         return len(self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix())).slots)
 
     def admit(self, req: Req) -> bool:
-        """Takes a table row for req, matches and locks the cached prefix. False if no row is free. (The
-        Scheduler marks it RUNNING.)"""
+        """Takes a table row for req, matches and locks the cached prefix. False if no row is free. (req is
+        RUNNING while it holds the row.)"""
         row = self.req_to_token.alloc()
         if row is None:
             return False
-        req.row = row
-        req.kv_len = req.cached_len = 0
+        req.kv.row = row
+        req.kv.len = req.kv.shared_len = 0
         if self.cache is not None:
             slots, node = self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix()))
             self.cache.lock(node)
-            req.last_node = node
-            req.kv_len = req.cached_len = len(slots)
+            req.kv.node = node
+            req.kv.len = req.kv.shared_len = len(slots)
             self.req_to_token.table[row, :len(slots)] = slots.to(self.req_to_token.table)
         self.running.add(req)
         return True
@@ -61,44 +61,47 @@ class KVManager:
     def cache_unfinished(self, req: Req) -> None:
         """Moves req's computed K/V into the cache so other requests can share it; req keeps using it (locked).
         Slots another request inserted meanwhile win: req's duplicates are freed and its row repointed."""
-        if self.cache is None or req.kv_len <= req.cached_len:
+        if self.cache is None or req.kv.len <= req.kv.shared_len:
             return
-        tokens = req.tokens(0, req.kv_len)
-        row = self.req_to_token.table[req.row]
-        slots = row[:req.kv_len].to(torch.int64).cpu()  # slot ids live on the CPU
+        tokens = req.tokens(0, req.kv.len)
+        row = self.req_to_token.table[req.kv.row]
+        slots = row[:req.kv.len].to(torch.int64).cpu()  # slot ids live on the CPU
         already = self.cache.insert(tokens, slots)
-        self.allocator.free(slots[req.cached_len:already])
+        self.allocator.free(slots[req.kv.shared_len:already])
         new_slots, node = self.cache.match_prefix(tokens)
-        row[:req.kv_len] = new_slots.to(row)
+        row[:req.kv.len] = new_slots.to(row)
         self.cache.lock(node)
-        self.cache.unlock(req.last_node)
-        req.last_node, req.cached_len = node, req.kv_len
+        self.cache.unlock(req.kv.node)
+        req.kv.node, req.kv.shared_len = node, req.kv.len
 
-    def free_tail(self, req: Req, n: int) -> None:
-        """Frees the n slots written just past req's kv_len (rejected draft tokens); the row keeps stale ids there,
-        which nothing reads (only [:kv_len] is valid)."""
-        row = self.req_to_token.table[req.row]
-        self.allocator.free(row[req.kv_len:req.kv_len + n].to(torch.int64).cpu())
+    def advance(self, req: Req, computed: int, rejected: int = 0) -> None:
+        """After a forward pass: the K/V of req's next `computed` tokens is valid (kv.len grows by it; the one
+        place it grows), and the `rejected` slots written just past them (draft tokens not accepted) are freed.
+        The row keeps stale ids there, which nothing reads (only [:kv.len] is valid)."""
+        req.kv.len += computed
+        if rejected:
+            row = self.req_to_token.table[req.kv.row]
+            self.allocator.free(row[req.kv.len:req.kv.len + rejected].to(torch.int64).cpu())
 
     def release(self, req: Req) -> None:
         """RUNNING -> not running (finish, abort or retraction): computed K/V goes to the cache (or the free
-        list when the cache is off); the row is freed. Afterwards req holds nothing and kv_len == 0."""
-        row = self.req_to_token.table[req.row]
-        slots = row[:req.kv_len].to(torch.int64).cpu()  # slot ids live on the CPU
+        list when the cache is off); the row is freed. Afterwards req holds nothing and kv.len == 0."""
+        row = self.req_to_token.table[req.kv.row]
+        slots = row[:req.kv.len].to(torch.int64).cpu()  # slot ids live on the CPU
         if self.cache is None:
             self.allocator.free(slots)
         else:
-            already = self.cache.insert(req.tokens(0, req.kv_len), slots)
-            self.allocator.free(slots[req.cached_len:already])
-            self.cache.unlock(req.last_node)
-        self.req_to_token.free(req.row)
+            already = self.cache.insert(req.tokens(0, req.kv.len), slots)
+            self.allocator.free(slots[req.kv.shared_len:already])
+            self.cache.unlock(req.kv.node)
+        self.req_to_token.free(req.kv.row)
         self.running.discard(req)
-        req.row, req.last_node, req.kv_len, req.cached_len = None, None, 0, 0
+        req.kv.row, req.kv.node, req.kv.len, req.kv.shared_len = None, None, 0, 0
 
     def reset(self) -> None:
         """Forgets every request and cached prefix: all slots and rows become free."""
         for req in self.running:
-            req.row, req.last_node, req.kv_len, req.cached_len = None, None, 0, 0
+            req.kv.row, req.kv.node, req.kv.len, req.kv.shared_len = None, None, 0, 0
         self.running.clear()
         if self.cache is not None:
             self.cache = RadixCache()
@@ -123,11 +126,11 @@ class KVManager:
         table = self.req_to_token.table
         for req in self.running:
             assert req.status is ReqStatus.RUNNING, f"{req} is tracked as running"
-            owned.append(table[req.row, req.cached_len:req.kv_len].to(torch.int64).cpu())
+            owned.append(table[req.kv.row, req.kv.shared_len:req.kv.len].to(torch.int64).cpu())
             if self.cache is not None:
-                cached = self.cache.match_prefix(req.tokens(0, req.cached_len)).slots
-                assert len(cached) == req.cached_len, f"{req}: cached prefix missing from the tree"
-                assert torch.equal(cached, table[req.row, :req.cached_len].to(torch.int64).cpu()), \
+                cached = self.cache.match_prefix(req.tokens(0, req.kv.shared_len)).slots
+                assert len(cached) == req.kv.shared_len, f"{req}: cached prefix missing from the tree"
+                assert torch.equal(cached, table[req.kv.row, :req.kv.shared_len].to(torch.int64).cpu()), \
                     f"{req}: row does not point at the tree's slots"
         slots = torch.cat(owned)
         assert slots.numel() == self.num_slots - 1, f"{slots.numel()} slots accounted, expected {self.num_slots - 1}"

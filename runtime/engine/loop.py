@@ -46,7 +46,7 @@ class EngineLoop:
         if aloop is not None and not self.threaded:
             raise RequestError(None, "invalid_value", "async requests need Engine(background=True)")
         pump = None if self.threaded else self._pump
-        handles = [RequestHandle(r.rid, r.return_logprob, aloop, pump) for r in reqs]
+        handles = [RequestHandle(r.rid, r.lp.wanted, aloop, pump) for r in reqs]
         with self._handles_lock:
             taken = [r.rid for r in reqs if r.rid in self._handles]
             if taken:

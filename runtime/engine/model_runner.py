@@ -1,7 +1,7 @@
 """ModelRunner: turns a scheduled batch into one forward pass and returns the logits rows that are needed.
 
 Rows needed per request: the positions whose logits score prompt tokens (prompt logprobs, from
-logprob_start_len - 1) and, when the pass reaches the end of the request's tokens, the last row (sampling) plus
+lp.start_len - 1) and, when the pass reaches the end of the request's tokens, the last row (sampling) plus
 one row per draft token (speculative decoding: the draft follows the pending tokens in the same extend).
 """
 from __future__ import annotations
@@ -15,30 +15,7 @@ from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
 from ..linear import (PREFILL_MIN_ROWS, describe, fixed_tile_rows, leaf_roles, min_independent_rows,
                       pad_prefill_rows)
-from .request import Req
-
-
-@dataclass
-class ScheduledBatch:
-    """What one step computes: reqs[i] gets extend_lens[i] new tokens starting at its kv_len. The first
-    num_prefill requests are being admitted or chunk-prefilled; the rest decode (one token, or a few
-    jump-forward tokens, each)."""
-    reqs: list[Req]
-    extend_lens: list[int]
-    out_cache_loc: torch.Tensor   # [sum(extend_lens)] int64 slots for the new tokens
-    num_prefill: int
-
-    @property
-    def is_prefill(self) -> bool:
-        return self.num_prefill > 0
-
-    @property
-    def num_prefill_tokens(self) -> int:
-        return sum(self.extend_lens[:self.num_prefill])
-
-    @property
-    def num_tokens(self) -> int:
-        return sum(self.extend_lens)
+from .request import ScheduledBatch
 
 
 @dataclass
@@ -98,16 +75,17 @@ class ModelRunner:
         prompt_first: list[int] = []
         offset = 0
         for req, n in zip(batch.reqs, batch.extend_lens):
-            k = len(req.draft)
-            start, end = req.kv_len, req.kv_len + n - k
-            token_lists.append(req.tokens(start, end) + req.draft if k else req.tokens(start, end))
+            draft = req.spec.draft
+            k = len(draft)
+            start, end = req.kv.len, req.kv.len + n - k
+            token_lists.append(req.tokens(start, end) + draft if k else req.tokens(start, end))
             prefix_lens.append(start)
-            rows.append(req.row)
+            rows.append(req.kv.row)
             # prompt logprobs: logits at position p score prompt token p + 1, for p in [lo, prompt_len - 2]
             first = len(indices)
-            lo = max(start, req.logprob_start_len - 1, 0)
+            lo = max(start, req.lp.start_len - 1, 0)
             hi = min(end, req.prompt_len - 1)
-            if not req.input_logprobs_done and lo < hi:
+            if not req.lp.input_done and lo < hi:
                 indices.extend(range(offset + lo - start, offset + hi - start))
             prompt_rows.append((first, len(indices) - first))
             prompt_first.append(lo)

@@ -48,7 +48,7 @@ class Sampler:
         `masks`: grammar masks built ahead for (some of) these requests, else they are built here."""
         B = len(reqs)
         logprobs = top = None
-        want_lp = [i for i, r in enumerate(reqs) if r.return_logprob]
+        want_lp = [i for i, r in enumerate(reqs) if r.lp.wanted]
         raw_lp = torch.log_softmax(logits[want_lp], dim=-1) if want_lp else None
 
         self._apply_penalties(logits, reqs)
@@ -73,14 +73,14 @@ class Sampler:
             lp = raw_lp.gather(1, chosen[:, None].to(raw_lp.device))[:, 0].tolist()
             logprobs = [None] * B
             top = [[] for _ in range(B)]
-            k = max(reqs[i].top_logprobs_num for i in want_lp)
+            k = max(reqs[i].lp.top_n for i in want_lp)
             top_v = top_i = None
             if k > 0:
                 top_v, top_i = raw_lp.topk(k, dim=-1)
                 top_v, top_i = top_v.tolist(), top_i.tolist()
             for j, i in enumerate(want_lp):
                 logprobs[i] = lp[j]
-                n = reqs[i].top_logprobs_num
+                n = reqs[i].lp.top_n
                 if n:
                     top[i] = list(zip(top_v[j][:n], top_i[j][:n]))
         return SampleOutput(ids, logprobs, top)

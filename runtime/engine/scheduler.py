@@ -5,7 +5,8 @@ admitted requests plus the next chunk of a long prompt, within a token budget an
 (mixed mode). With mixing off, prefill and decode steps alternate while both have work. Short of memory, the
 newest requests are retracted and re-queued; they resume later from the prefix cache.
 
-The Scheduler is the one writer of a request's status and finish_reason (`finish`, `abort`, `abort_all`).
+The Scheduler drives the drafter (propose before a decode, feedback and step timing after it) and, at the end of
+each step, has the KVManager advance every request's K/V and release the finished ones.
 """
 from __future__ import annotations
 
@@ -19,8 +20,7 @@ from sglite.protocol import ABORT_BY_CLIENT, FinishReason
 
 from .config import EngineConfig
 from .kv_manager import KVManager
-from .model_runner import ScheduledBatch
-from .request import Req, ReqStatus
+from .request import Req, ScheduledBatch
 
 # admission keeps this fraction of each admitted request's remaining output budget (capped) free for decode
 DECODE_RESERVE_RATIO = 0.3
@@ -41,6 +41,7 @@ class Scheduler:
         self.chunked: Req | None = None     # the one request whose prompt is being prefilled in chunks
         self._last_was_prefill = False
         self._skipped_decode = False
+        self._step_started = 0.0            # perf_counter() when the current step's schedule() began
         self.num_retractions = 0
 
     # --- queue -----------------------------------------------------------------------------------------------
@@ -72,24 +73,26 @@ class Scheduler:
         for r in reqs:
             if r in self.kv.running:
                 self.kv.release(r)
-            r.status = ReqStatus.FINISHED
             if override or not r.finished:
-                self.finish(r, reason)
+                r.finish(reason)
         return reqs
 
-    @staticmethod
-    def finish(req: Req, reason: FinishReason) -> None:
-        """Records that req ends (its slots are released after the step, in on_step_done)."""
-        req.finish_reason = reason
-        if req.stop_checker is not None:
-            req.stop_checker.flush()
-        req.finished_time = time.perf_counter()
+    def flush_cache(self) -> bool:
+        """Empties the prefix cache, and the drafter's memory of finished requests' outputs (text the cache held:
+        drafts from it after a flush would copy what the cache no longer has). False (nothing done) while
+        requests are running or queued."""
+        if self.has_work() or not self.kv.flush():
+            return False
+        if self.drafter is not None:
+            self.drafter.forget_outputs()
+        return True
 
     # --- scheduling ------------------------------------------------------------------------------------------
     def schedule(self) -> ScheduledBatch | None:
         """Mixed mode (default when chunking): a step decodes all running requests and, in the same forward pass,
         prefills admitted requests, unless padding decode rows to a long chunk would cost more than it saves;
         then that prefill runs alone and the next step decodes. Without mixing, the two kinds alternate."""
+        self._step_started = time.perf_counter()
         want_prefill = bool(self.waiting or self.chunked)
         mixed = self.config.enable_mixed_batch and self.config.chunked_prefill_size != -1
         if want_prefill and self.running and not mixed and self._last_was_prefill:
@@ -106,7 +109,7 @@ class Scheduler:
             # every decode row would be padded to the longest chunk: cheaper to prefill alone, decode next step
             self.kv.allocator.free(decode.out_cache_loc)  # fresh slots, not yet in any table
             for r in decode.reqs:
-                r.draft = []
+                r.spec.draft = []
             decode, self._skipped_decode = None, True
         if prefill is None and decode is None and self.running:
             decode = self._schedule_decode()
@@ -149,18 +152,16 @@ class Scheduler:
                 continue
             if not self.kv.admit(req):
                 break
-            req.status = ReqStatus.RUNNING
             n = req.num_pending
             if n > budget and (chunking or reqs):
                 n = budget if chunking else 0
             need = n + reserve + self._decode_reserve(req)
             if n == 0 or need > self.kv.available or not take(req, n):
                 self.kv.release(req)
-                req.status = ReqStatus.WAITING
                 break
             self.waiting.remove(req)
             if not req.admitted_once:
-                req.cached_tokens, req.admitted_once = req.cached_len, True
+                req.cache_hit_tokens, req.admitted_once = req.kv.shared_len, True
             budget -= n
             reserve += self._decode_reserve(req)
             if n < req.num_pending:
@@ -198,13 +199,13 @@ class Scheduler:
         if self.drafter is not None:
             self.drafter.propose_all(self.running)
         while True:
-            need = sum(r.num_pending + len(r.draft) for r in self.running)
+            need = sum(r.num_pending + len(r.spec.draft) for r in self.running)
             slots = self.kv.alloc(need)
             if slots is not None:
                 break
-            if any(r.draft for r in self.running):
+            if any(r.spec.draft for r in self.running):
                 for r in self.running:
-                    r.draft = []
+                    r.spec.draft = []
             elif self.chunked is not None:
                 self._retract(self.chunked)
                 self.chunked = None
@@ -212,34 +213,36 @@ class Scheduler:
                 self._retract(self.running.pop())
             else:
                 raise RuntimeError(f"KV pool too small for one request ({self.running[0]}); raise max_total_tokens")
-        return ScheduledBatch(list(self.running), [r.num_pending + len(r.draft) for r in self.running], slots, 0)
+        return ScheduledBatch(list(self.running), [r.num_pending + len(r.spec.draft) for r in self.running], slots, 0)
 
     def _retract(self, req: Req) -> None:
         """Preempts req: its computed K/V goes to the cache (evictable), it re-queues at the front and later
         resumes from its prompt plus the output so far."""
-        req.draft = []
+        req.spec.draft = []
         self.kv.release(req)
-        req.status = ReqStatus.WAITING
         self.waiting.appendleft(req)
         self.num_retractions += 1
 
     # --- after a step ----------------------------------------------------------------------------------------
-    def on_step_done(self, batch: ScheduledBatch) -> list[Req]:
-        """Releases finished requests, moves completed prefills to running, shares fresh prompt K/V through
-        the cache. Returns the finished requests."""
-        for r in batch.reqs:
-            if r.draft:   # the slots of rejected draft tokens lie just past kv_len
-                rejected = len(r.draft) - r.draft_accepted
-                if rejected:
-                    self.kv.free_tail(r, rejected)
-                self.drafter.feedback(r, len(r.draft), r.draft_accepted)
-                r.draft, r.draft_accepted = [], 0
+    def finish_step(self, batch: ScheduledBatch) -> list[Req]:
+        """After the batch's forward pass was processed: advances each request's K/V
+        past what the pass computed (freeing rejected draft slots), tells the drafter how its drafts and the step
+        did, releases finished requests, moves completed prefills to running and shares their fresh prompt K/V
+        through the cache. Returns the finished requests."""
+        for r, n in zip(batch.reqs, batch.extend_lens):
+            s = r.spec
+            rejected = len(s.draft) - s.accepted
+            self.kv.advance(r, n - rejected, rejected)
+            if s.draft:
+                self.drafter.feedback(r, len(s.draft), s.accepted)
+                s.draft, s.accepted = [], 0
+        if self.drafter is not None and not batch.num_prefill:
+            self.drafter.observe_step(batch.num_tokens, time.perf_counter() - self._step_started)
         finished = [r for r in batch.reqs if r.finished]
         for r in finished:
             if self.drafter is not None:
                 self.drafter.on_finished(r)
             self.kv.release(r)
-            r.status = ReqStatus.FINISHED
         if batch.num_prefill:
             self.chunked = None
             for r in batch.reqs[:batch.num_prefill]:

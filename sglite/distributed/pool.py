@@ -2,7 +2,7 @@
 budget of restarts. The driver's `Dispatcher` sends them work; the pool only starts, replaces and stops them."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .replica import Replica
@@ -70,16 +70,29 @@ class ReplicaPool:
                 f"{len(self.slots)} replicas need {need_cpu} CPUs" + (f" and {need_gpu:g} GPUs" if need_gpu else "")
                 + f"; the Ray cluster has {have.get('CPU', 0):g} CPUs and {have.get('GPU', 0):g} GPUs: lower "
                 "--replicas or --num-threads, or add nodes")
-        for slot in self.slots:
-            self._launch(slot)
-        try:
-            infos = ray.get([slot.ready_ref for slot in self.slots])
-        except ray.exceptions.RayError as e:
-            self.shutdown()
-            raise ReplicaStartError(f"a replica failed to load the model: {describe_error(e)}") from None
-        for slot, info in zip(self.slots, infos):
-            slot.ready, slot.ready_ref, slot.info = True, None, info
+        # with weights "auto", the first replica decides the plan and every other one (restarts too) is given it,
+        # so that no replica measures its own machine into a different plan (and different greedy outputs)
+        first = self.slots[:1] if self.spec.engine_options.get("weights", "auto") == "auto" else []
+        for group in (first, self.slots[len(first):]):
+            for slot in group:
+                self._launch(slot)
+            try:
+                infos = ray.get([slot.ready_ref for slot in group])
+            except ray.exceptions.RayError as e:
+                self.shutdown()
+                raise ReplicaStartError(f"a replica failed to load the model: {describe_error(e)}") from None
+            for slot, info in zip(group, infos):
+                slot.ready, slot.ready_ref, slot.info = True, None, info
+            if group and first and infos[0].get("weights"):
+                self.spec = replace(self.spec, engine_options={**self.spec.engine_options,
+                                                               "weights": infos[0]["weights"]})
         return self
+
+    @property
+    def weights(self) -> str | None:
+        """The weight plan every replica runs (str(WeightPlan)), once started; None if they did not say."""
+        plans = {slot.info.get("weights") for slot in self.slots if slot.info}
+        return plans.pop() if len(plans) == 1 else None
 
     def _launch(self, slot: Slot) -> None:
         import ray

@@ -26,9 +26,12 @@ class Replica:
         self.runtime = Runtime(model, **engine_options)
 
     def ready(self) -> dict[str, Any]:
-        """The replica's process id, host and chat template (the driver traces programs with it)."""
+        """The replica's process id, host, chat template (the driver traces programs with it) and weight plan
+        (str(WeightPlan): the driver passes it to every other replica, so all of them run the same one)."""
         import socket
-        return {"pid": os.getpid(), "host": socket.gethostname(), "chat_template": self.runtime.chat_template()}
+        plan = getattr(getattr(getattr(self.runtime.engine, "model", None), "net", None), "plan", None)
+        return {"pid": os.getpid(), "host": socket.gethostname(), "chat_template": self.runtime.chat_template(),
+                "weights": None if plan is None else str(plan)}
 
     def stats(self) -> dict[str, Any]:
         """The engine's counters (get_stats), for the driver's progress bar."""

@@ -15,6 +15,7 @@ from typing import Any
 from .api import Extraction, has_chat_template, job_spec
 from .errors import SetupError
 from .inputs import Document, id_key, load_documents
+from .jobfile import job_path, read_job, resume_weights, weights_of, write_job
 from .job import JobSpec, Unfinished
 from .output import ResultLog
 from .preflight import check_enforceable, check_ray, check_server, load_model_schema, load_schema
@@ -146,6 +147,9 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
         if args.url and backend is None:
             check_server(args.url)
         log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
+        recorded = read_job(args.output) if args.resume else {}
+        if recorded.get("weights") and not args.url:
+            args.weights = resume_weights(args.weights, recorded["weights"], args.output)
     except SetupError as e:
         return _fail(e)
     with log:
@@ -178,6 +182,10 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
             except SetupError as e:
                 return _fail(e)
         try:
+            try:
+                _record_plan(backend, recorded, args.output)
+            except SetupError as e:
+                return _fail(e)
             if not has_chat_template(backend):
                 print("sglite extract: the model has no chat template; the prompt is plain text (the instructions, "
                       "then the document)", file=sys.stderr)
@@ -217,6 +225,21 @@ def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
     # gives the same text, hence the same grammar
     return job_spec(schema, instructions, max_tokens=args.max_tokens, temperature=args.temperature,
                     max_retries=args.max_retries, allow_extra_keys=args.allow_extra_keys), docs
+
+
+def _record_plan(backend: Any, recorded: dict[str, Any], output: Path) -> None:
+    """Keep the weight plan the job runs in the job file, for --resume; a backend that runs another plan than the
+    one recorded is refused (its outputs would not continue the job's)."""
+    plan = weights_of(backend)
+    if plan is None or plan == recorded.get("weights"):
+        return
+    if recorded.get("weights"):
+        raise SetupError(f"the model runs the weight plan {plan}, but {output} was started with "
+                         f"{recorded['weights']} (recorded in {job_path(output)})")
+    try:
+        write_job(output, {**recorded, "weights": plan})
+    except OSError as e:
+        raise SetupError(f"cannot write {job_path(output)} ({e})") from None
 
 
 def _backend(args: argparse.Namespace) -> Any:

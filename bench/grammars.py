@@ -48,14 +48,14 @@ class Sglite:
         return g.matcher()
 
     def mask(self, m) -> np.ndarray:
-        m.fill_bitmask(self.bitmask, 0)      # what the engine computes before a step: the packed words
+        m.fill_next_token_bitmask(self.bitmask, 0)      # what the engine computes before a step: the packed words
         return self.words
 
     def allowed(self, mask, t: int) -> bool:
         return bool((int(mask[t >> 5]) >> (t & 31)) & 1)
 
     def advance(self, m, t: int) -> bool:
-        return m.advance(t)
+        return m.accept_token(t)
 
     def accepting(self, m, eos: int) -> bool:
         return m.is_accepting()

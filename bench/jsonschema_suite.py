@@ -29,7 +29,7 @@ def instance_accepted(tokenizer, grammar, instance, text: str | None = None) -> 
     for k, t in enumerate(ids):
         mask = m.allowed_mask()
         ok = bool(mask[t])
-        adv = m.advance(t)
+        adv = m.accept_token(t)
         if ok != adv:
             raise AssertionError(f"mask and advance disagree on token {t} at {k} of {text!r}")
         if not ok:

@@ -49,11 +49,11 @@ class Sglite:
         return g.matcher()
 
     def mask(self, m):
-        m.fill_bitmask(self.bitmask, 0)
+        m.fill_next_token_bitmask(self.bitmask, 0)
         return self.bitmask[0].numpy().view(np.uint32)
 
     def advance(self, m, t):
-        return m.advance(t)
+        return m.accept_token(t)
 
 
 class LLGuidance:
@@ -183,12 +183,12 @@ def jump_forward_stats(tok, compiler, files: list[str]) -> dict:
                 if jf:
                     if toks[pos:pos + len(jf)] == jf:
                         for t in jf:
-                            m.advance(t)
+                            m.accept_token(t)
                         pos += len(jf)
                         forced += len(jf)
                         continue
                     drift += 1
-                ok = m.advance(toks[pos])
+                ok = m.accept_token(toks[pos])
                 pos += 1
             total += len(toks)
     return dict(tokens=total, forced=forced, drift=drift, calls=calls)

@@ -7,17 +7,19 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from sglite.protocol import RequestError, SamplingParams
 
 from ..constrained import GrammarCompiler, UnsupportedSchemaError, grammar_syntax, jump_forward_tokens
-from ..constrained.budget import CompileBudget, within
+from ..constrained.budget import CompileBudget, CompileCancelled, cancellable, within
 from ..constrained.ir.generation_caps import GenerationCaps
 from .request import Req
 
 GENERATION_CAPS = GenerationCaps()   # the documented defaults: 512 chars per string, 128 items, depth 12
 log = logging.getLogger("sglite.runtime")
+_EARLY_CANCELS = 1024   # aborts remembered for compiles not started yet (an abort can overtake its compile)
 
 
 class GrammarBackend:
@@ -29,6 +31,9 @@ class GrammarBackend:
         self.json_property_order = json_property_order
         self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
         self._compiler_lock = threading.Lock()
+        self._cancels: dict[str, threading.Event] = {}   # rid -> the cancel flag of its compile under way
+        self._early: OrderedDict[str, None] = OrderedDict()   # rids aborted before their compile began
+        self._cancels_lock = threading.Lock()
 
     def _get_compiler(self):
         """The engine's one compiler, built by the first caller (building its token index takes seconds of CPU;
@@ -51,22 +56,49 @@ class GrammarBackend:
                 log.debug("grammar compiler warm-up failed: %s", e)
         threading.Thread(target=build, name="sglite-grammar-warm-up", daemon=True).start()
 
-    def compile(self, params: SamplingParams) -> Any | None:
+    def cancel(self, rid: str) -> None:
+        """Cancels the compile of request `rid`: it stops at its next budget checkpoint and raises RequestError
+        (code "request_aborted"). Thread-safe; an abort that arrives before its compile begins is remembered (the
+        newest _EARLY_CANCELS of them), so that compile stops at once."""
+        with self._cancels_lock:
+            event = self._cancels.get(rid)
+            if event is not None:
+                event.set()
+                return
+            self._early[rid] = None
+            while len(self._early) > _EARLY_CANCELS:
+                self._early.popitem(last=False)
+
+    def compiling(self) -> int:
+        """How many compiles are under way (for tests and metrics)."""
+        with self._cancels_lock:
+            return len(self._cancels)
+
+    def compile(self, params: SamplingParams, rid: str | None = None) -> Any | None:
         """The compiled grammar for params (None if unconstrained). Raises RequestError(param=the constraint's
         kind) on a bad spec. Runs on the caller's thread, which also computes the grammar's first mask, so the
-        engine loop never pays for it."""
+        engine loop never pays for it. `cancel(rid)` stops it (see there)."""
         spec = params.constraint
         if spec is None:
             return None
         kind, text = spec
-        compiler = self._get_compiler()
+        event = threading.Event()
+        if rid is not None:
+            with self._cancels_lock:
+                if self._early.pop(rid, "running") is None:
+                    event.set()
+                self._cancels[rid] = event
         try:
-            with within(self.budget):   # the compile and the first mask, under one deadline
+            compiler = self._get_compiler()
+            with cancellable(event), within(self.budget):   # the compile and the first mask, one deadline
                 grammar = self._compile(compiler, kind, text)
                 grammar.matcher().allowed_mask()   # cached in the shared grammar from here on
                 return grammar
         except RequestError:
             raise
+        except CompileCancelled as e:
+            raise RequestError(kind, "request_aborted", f"the compile of sampling_params[{kind!r}] was cancelled: "
+                                                        "the request was aborted") from e
         except UnsupportedSchemaError as e:
             raise RequestError(kind, "unsupported_schema", str(e)) from e
         except ValueError as e:   # GrammarError: a malformed or too large spec, or one over its budget
@@ -74,6 +106,10 @@ class GrammarBackend:
         except Exception as e:  # a compiler bug must not look like a server error to the caller
             raise RequestError(kind, "invalid_grammar",
                                f"sampling_params[{kind!r}] could not be compiled: {type(e).__name__}: {e}") from e
+        finally:
+            if rid is not None:
+                with self._cancels_lock:
+                    self._cancels.pop(rid, None)
 
     def _compile(self, compiler: GrammarCompiler, kind: str, text: str) -> Any:
         if kind == "regex":
@@ -96,6 +132,6 @@ class GrammarBackend:
         advanced over them. [] when nothing is forced."""
         tokens = list(jump_forward_tokens(self.tokenizer, req.matcher))
         for tok in tokens:
-            if not req.matcher.advance(tok):
+            if not req.matcher.accept_token(tok):
                 raise RuntimeError(f"jump_forward_tokens produced token {tok} that its matcher rejects")
         return tokens

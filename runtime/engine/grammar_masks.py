@@ -29,7 +29,8 @@ class GrammarMasks:
     def build(reqs: Sequence[Req], vocab_size: int) -> "GrammarMasks":
         bitmask = torch.zeros((len(reqs), (vocab_size + 31) // 32), dtype=torch.int32)
         for j, r in enumerate(reqs):
-            r.matcher.fill_bitmask(bitmask, j, budget=r.remaining_new_tokens if r.params.close_at_budget else None)
+            budget = r.remaining_new_tokens if r.params.close_at_budget else None
+            r.matcher.fill_next_token_bitmask(bitmask, j, budget=budget)
         return GrammarMasks(reqs, bitmask)
 
     def rows_for(self, reqs: Sequence[Req]) -> torch.Tensor | None:

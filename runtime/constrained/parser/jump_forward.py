@@ -31,7 +31,7 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     for i in ids:
         starts.append(pos)
         pos += len(tb[i])
-    if not matcher.copy().advance_bytes(data):
+    if not matcher.copy().accept_string(data):
         return []
     keep = len(ids)
     while keep > 0 and _crossed(index, data, starts[keep - 1] + len(tb[ids[keep - 1]]), matcher):
@@ -41,7 +41,7 @@ def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     # the kept tokens must each be allowed in turn (they are, by construction; check cheaply anyway)
     m = matcher.copy()
     for k, t in enumerate(out):
-        if not m.advance(t):
+        if not m.accept_token(t):
             return out[:k]
     return out
 
@@ -67,6 +67,6 @@ def _crossed(index, data: bytes, q: int, matcher) -> bool:
             # starts with the forced data[p:], the grammar allows such a token at p exactly when its rest is a
             # valid continuation, so the mask at p (cached per parse state) answers for all of them at once
             at = matcher.copy()
-            if at.advance_bytes(data[:p]) and at.allowed_mask()[index.tokens_below(node)].any():
+            if at.accept_string(data[:p]) and at.allowed_mask()[index.tokens_below(node)].any():
                 return True
     return False

@@ -33,7 +33,11 @@ class CompiledGrammar(Protocol):
 
 
 class GrammarMatcher:
-    """Mutable, cheap to copy. Not thread-safe (one per request); the `Grammar` it reads is shared."""
+    """Mutable, cheap to copy. Not thread-safe (one per request); the `Grammar` it reads is shared.
+
+    The verbs are xgrammar's: `accept_token`, `accept_string`, `fill_next_token_bitmask`, `is_terminated`,
+    `rollback`, `reset`, `find_jump_forward_string`. `advance`, `fill_bitmask` and `forced_text` are the same
+    methods under this package's earlier public names."""
 
     def __init__(self, grammar: CompiledGrammar, stacks=None, terminated: bool = False):
         self.grammar = grammar
@@ -42,11 +46,45 @@ class GrammarMatcher:
         self.capped_values = 0                  # values that reached a generation cap (see _note_caps)
         self._at_cap: frozenset = frozenset()   # (stack depth, node) of the values at a cap now
         self.closed_at_budget = False           # a mask was cut to the shortest completion (closing_words)
+        # the state before each accepted step, newest first, as a linked list ((state, older) or None): copying
+        # a matcher shares it, so `copy` stays O(1) however long the generation
+        self._history: tuple | None = None
+        self._steps = 0                         # accepted steps that `rollback` can undo
 
     def copy(self) -> "GrammarMatcher":
         m = GrammarMatcher(self.grammar, self._stacks, self._terminated)
         m.capped_values, m._at_cap, m.closed_at_budget = self.capped_values, self._at_cap, self.closed_at_budget
+        m._history, m._steps = self._history, self._steps
         return m
+
+    # --- history -----------------------------------------------------------------------------------------------
+    def _state(self) -> tuple:
+        return self._stacks, self._terminated, self.capped_values, self._at_cap, self.closed_at_budget
+
+    def _push(self, state: tuple) -> None:
+        self._history = (state, self._history)
+        self._steps += 1
+
+    def rollback(self, num_tokens: int = 1) -> None:
+        """Undo the last `num_tokens` accepted steps (each `accept_token`, or one `accept_string`), restoring the
+        state exactly as it was: masks, acceptance, caps counted. Speculative verification and jump-forward
+        use it to take back tokens the model did not keep."""
+        if not isinstance(num_tokens, int) or isinstance(num_tokens, bool) or num_tokens < 0:
+            raise ValueError(f"rollback takes a count of tokens >= 0, got {num_tokens!r}")
+        if num_tokens > self._steps:
+            raise ValueError(f"cannot roll back {num_tokens} tokens: only {self._steps} accepted since the start")
+        if num_tokens == 0:
+            return
+        node = self._history
+        for _ in range(num_tokens - 1):
+            node = node[1]
+        state, self._history = node
+        self._steps -= num_tokens
+        self._stacks, self._terminated, self.capped_values, self._at_cap, self.closed_at_budget = state
+
+    def reset(self) -> None:
+        """Back to the start of the grammar, as a fresh matcher."""
+        self.__init__(self.grammar)
 
     # --- masks -------------------------------------------------------------------------------------------------
     def _masks(self):
@@ -108,7 +146,7 @@ class GrammarMatcher:
         self.closed_at_budget = True
         return words
 
-    def fill_bitmask(self, bitmask: torch.Tensor, row: int, budget: int | None = None) -> None:
+    def fill_next_token_bitmask(self, bitmask: torch.Tensor, row: int = 0, budget: int | None = None) -> None:
         """Write this matcher's allowed set into `bitmask[row]` (int32 [batch, ceil(vocab/32)]; bit j of word w =
         token 32*w+j). Mutates only that row. `budget`: the tokens the request may still generate; near its end
         the set narrows to what completes the grammar in time (closing_words)."""
@@ -132,8 +170,10 @@ class GrammarMatcher:
         else:
             bitmask[row].copy_(torch.from_numpy(words).to(bitmask.device, non_blocking=True))
 
+    fill_bitmask = fill_next_token_bitmask
+
     # --- state -------------------------------------------------------------------------------------------------
-    def advance(self, token_id: int) -> bool:
+    def accept_token(self, token_id: int) -> bool:
         """Consume one token. Returns False, leaving the state unchanged, if it is not allowed.
         EOS is allowed only where the grammar accepts; after it the matcher is terminated."""
         if self._terminated:
@@ -141,24 +181,28 @@ class GrammarMatcher:
         g = self.grammar
         if token_id == g.index.eos_token_id:
             if self.is_accepting():
+                self._push(self._state())
                 self._terminated = True
                 return True
             return False
         if not (0 <= token_id < g.vocab_size) or not g.index.is_text[token_id]:
             return False
-        nxt = g.run(self._stacks, g.index.token_bytes[token_id])
-        if not nxt:
-            return False
-        self._stacks = tuple(nxt)
-        if g.ir.capped:
-            self._note_caps()
-        return True
+        return self._run(g.index.token_bytes[token_id])
 
-    def advance_bytes(self, data: bytes) -> bool:
-        """Consume raw bytes (e.g. forced text); False and unchanged if rejected."""
+    advance = accept_token
+
+    def accept_string(self, data: str | bytes) -> bool:
+        """Consume text (UTF-8 encoded) or raw bytes, e.g. forced text, as one step for `rollback`; False and
+        unchanged if rejected."""
+        if self._terminated:
+            return False
+        return self._run(data.encode() if isinstance(data, str) else bytes(data))
+
+    def _run(self, data: bytes) -> bool:
         nxt = self.grammar.run(self._stacks, data)
         if not nxt:
             return False
+        self._push(self._state())
         self._stacks = tuple(nxt)
         if self.grammar.ir.capped:
             self._note_caps()
@@ -212,11 +256,13 @@ class GrammarMatcher:
             stacks = g.run(stacks, bytes((b,)))
         return bytes(out)
 
-    def forced_text(self) -> str:
+    def find_jump_forward_string(self) -> str:
         """Text every continuation must start with ('' if none); cut at the last whole UTF-8 character."""
         data = self.forced_bytes()
         return data.decode("utf-8", errors="ignore") if _complete_utf8(data) else \
             data[:_last_boundary(data)].decode("utf-8", errors="ignore")
+
+    forced_text = find_jump_forward_string
 
     def __repr__(self) -> str:
         return f"GrammarMatcher({self.grammar!r}, stacks={len(self._stacks)}, terminated={self._terminated})"

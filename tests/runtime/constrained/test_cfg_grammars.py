@@ -36,7 +36,7 @@ def _strings(alphabet: str, max_len: int):
 
 def _accepts(grammar, text: str) -> bool:
     m = grammar.matcher()
-    return m.advance_bytes(text.encode()) and m.is_accepting()
+    return m.accept_string(text.encode()) and m.is_accepting()
 
 
 def _lark_accepts(parser, text: str) -> bool:
@@ -99,11 +99,11 @@ def test_masks_agree_with_parser_on_every_prefix(toy, toy_compiler, text):
     grammar = toy_compiler.compile_grammar(text)
 
     def viable(data: bytes) -> bool:
-        return grammar.matcher().advance_bytes(data)
+        return grammar.matcher().accept_string(data)
 
     def complete(data: bytes) -> bool:
         m = grammar.matcher()
-        return m.advance_bytes(data) and m.is_accepting()
+        return m.accept_string(data) and m.is_accepting()
 
     assert check_masks(toy, grammar, viable, complete, max_states=300) >= 50
 
@@ -121,7 +121,7 @@ def test_matcher_interface(tokenizer, compiler):
         assert m.advance(t)
     c = m.copy()
     rest = "SELECT ab, cd"[len(tokenizer.decode(ids)):]
-    assert c.advance_bytes(rest.encode()) and c.is_accepting() and not c.is_terminated()
+    assert c.accept_string(rest.encode()) and c.is_accepting() and not c.is_terminated()
     assert not m.is_accepting()                                     # the copy is independent
     assert not m.advance(tokenizer.eos_token_id)
     assert c.advance(tokenizer.eos_token_id) and c.is_terminated()
@@ -164,7 +164,7 @@ def test_shortened_stacks_share_masks_or_fall_back(toy_compiler):
     grammar = toy_compiler.compile_grammar(MASK_GRAMMARS[0])
     parser = grammar.parser
     m = grammar.matcher()
-    assert m.advance_bytes(b"[[[[[1")
+    assert m.accept_string(b"[[[[[1")
     deep = [st for st in m._stacks if len(st) > 4]
     assert deep
     fresh = CfgMasks(parser, grammar.index)         # no cache: each mask from its whole stack
@@ -185,4 +185,4 @@ def test_compiling_classifies_the_vocabulary_from_every_lexeme_state(toy_compile
         for s in range(dfa.num_states):
             assert (dfa.key, s, 0) in index._cache, (dfa, s)
     m = g.matcher()
-    assert m.advance_bytes(b"select ab, c") and m.is_accepting()
+    assert m.accept_string(b"select ab, c") and m.is_accepting()

@@ -39,10 +39,10 @@ def test_structural_tag_interface(tokenizer, compiler):
     assert compiler.compile_structural_tag(SPEC) is g
     m = g.matcher()
     assert m.is_accepting() and m.forced_text() == ""
-    assert m.advance_bytes(b"Calling <tool_") and m.is_accepting()    # half a trigger is still free text
-    assert m.advance_bytes(b"call>") and not m.is_accepting()
+    assert m.accept_string(b"Calling <tool_") and m.is_accepting()    # half a trigger is still free text
+    assert m.accept_string(b"call>") and not m.is_accepting()
     c = compiler.compile_structural_tag(SPEC, whitespace="compact", property_order="schema").matcher()
-    assert c.advance_bytes(b"x <tool_call>")
+    assert c.accept_string(b"x <tool_call>")
     assert c.forced_text() == '{"city":"'
     assert "<tool_call>" in str(g)
 

@@ -27,14 +27,14 @@ def grammar(compiler):
 def _close(grammar, prefix: str) -> str:
     """prefix, then the smallest first byte of a shortest completion, byte by byte, until the grammar accepts."""
     m = grammar.matcher()
-    assert m.advance_bytes(prefix.encode())
+    assert m.accept_string(prefix.encode())
     out = b""
     while True:
         depth, first, _ = closing_bytes(grammar, m._stacks, horizon=200)
         if depth == 0:
             return prefix + out.decode()
         b = bytes((min(first),))
-        assert m.advance_bytes(b)
+        assert m.accept_string(b)
         out += b
 
 
@@ -47,7 +47,7 @@ def _close(grammar, prefix: str) -> str:
 ])
 def test_shortest_completion(grammar, prefix, completion):
     m = grammar.matcher()
-    assert m.advance_bytes(prefix.encode())
+    assert m.accept_string(prefix.encode())
     depth, _, _ = closing_bytes(grammar, m._stacks, horizon=200)
     assert depth == len(completion)
     text = _close(grammar, prefix)
@@ -60,7 +60,7 @@ def test_no_completion_within_bounds(compiler):
     g = compiler.compile_json_schema(json.dumps(schema), whitespace="standard", property_order="schema",
                                      close_objects=True)
     wide = g.matcher()
-    assert wide.advance_bytes(b'{"name": "')
+    assert wide.accept_string(b'{"name": "')
     assert closing_bytes(g, wide._stacks, horizon=200, max_steps=5) is None    # the search's work is bounded,
     assert closing_bytes(g, wide._stacks, horizon=200) is None                 # and such a state is not retried
     start = g.matcher()._stacks
@@ -78,12 +78,12 @@ def _ids(words: np.ndarray) -> list[int]:
 
 def test_closing_words(grammar, tokenizer):
     m = grammar.matcher()
-    assert m.advance_bytes(b'{"name": "a", "tags": [], "n": 1, "meta": {"v": 1.5')   # "}}" completes it
+    assert m.accept_string(b'{"name": "a", "tags": [], "n": 1, "meta": {"v": 1.5')   # "}}" completes it
     assert m.closing_words(50) is None and not m.closed_at_budget             # room left: the model's own mask
     words = m.closing_words(2 + 1 + CLOSE_MARGIN)                                  # 2 bytes + EOS + margin
     assert [tokenizer.decode([t]) for t in _ids(words)] == ["}"]
     assert m.closed_at_budget
-    assert m.advance_bytes(b"}}")
+    assert m.accept_string(b"}}")
     assert _ids(m.closing_words(1)) == [tokenizer.eos_token_id]                   # accepting: EOS alone
     copy = m.copy()
     assert copy.closed_at_budget
@@ -92,7 +92,7 @@ def test_closing_words(grammar, tokenizer):
 def test_closing_never_bypasses_the_grammar(grammar, tokenizer):
     """Every token a closing mask allows is one the grammar allows."""
     m = grammar.matcher()
-    assert m.advance_bytes(b'{"name": "abc", "tags": ["x", "yy')
+    assert m.accept_string(b'{"name": "abc", "tags": ["x", "yy')
     cost = closing_bytes(grammar, m._stacks, horizon=200).tokens
     assert m.closing_words(cost + 2 + CLOSE_MARGIN) is None
     closing = set(_ids(m.closing_words(cost + 1 + CLOSE_MARGIN)))

@@ -95,17 +95,17 @@ def test_no_dead_ends_where_the_count_cannot_be_met(compiler):
     byte that would lead there, not a later one."""
     g = compiler.compile_json_schema(CASES["long_bounded"][0], whitespace="compact")
     m = g.matcher()
-    assert m.advance_bytes(b"[" + b'"a",' * 9)
-    assert not m.copy().advance_bytes(b'"')        # 3 places left and 3 integers needed
-    assert m.advance_bytes(b"1,2,3]") and m.is_accepting()
+    assert m.accept_string(b"[" + b'"a",' * 9)
+    assert not m.copy().accept_string(b'"')        # 3 places left and 3 integers needed
+    assert m.accept_string(b"1,2,3]") and m.is_accepting()
     tight = compiler.compile_json_schema({"items": INT, "contains": INT, "maxContains": 2, "minItems": 2},
                                          whitespace="compact")
     m = tight.matcher()
-    assert m.advance_bytes(b"[1,2")
-    assert not m.copy().advance_bytes(b",")         # a third integer would be a third match
-    assert m.advance_bytes(b"]")
+    assert m.accept_string(b"[1,2")
+    assert not m.copy().accept_string(b",")         # a third integer would be a third match
+    assert m.accept_string(b"]")
     never = compiler.compile_json_schema({"items": INT, "contains": INT, "maxContains": 2, "minItems": 3})
-    assert not never.matcher().advance_bytes(b"[")
+    assert not never.matcher().accept_string(b"[")
 
 
 def test_generation_caps_leave_room_for_the_matches(compiler):
@@ -115,5 +115,5 @@ def test_generation_caps_leave_room_for_the_matches(compiler):
     schema = {"prefixItems": [{"type": "string"}], "contains": INT, "minContains": 3}
     g = compiler.compile_json_schema(schema, whitespace="compact", caps=GenerationCaps(max_array_items=2))
     m = g.matcher()
-    assert m.advance_bytes(b'["a",1,2,3') and not m.copy().advance_bytes(b",")   # capped at 1 + 3 items
-    assert m.advance_bytes(b"]") and m.is_accepting()
+    assert m.accept_string(b'["a",1,2,3') and not m.copy().accept_string(b",")   # capped at 1 + 3 items
+    assert m.accept_string(b"]") and m.is_accepting()

@@ -185,7 +185,7 @@ def test_unsatisfiable_parts_are_never_offered(tokenizer, compiler):
     g = compiler.compile_json_schema({"type": "object", "properties": {"b": False}, "additionalProperties": False},
                                      whitespace="compact")
     m = g.matcher()
-    assert m.advance_bytes(b"{")
+    assert m.accept_string(b"{")
     assert m.forced_text() == "}"
 
 
@@ -195,7 +195,7 @@ def test_pattern_with_max_length_has_no_dead_ends(tokenizer, compiler):
     assert not accepts(tokenizer, g, "aaab")
     m = compiler.compile_json_schema({"type": "string", "pattern": "^a+b$", "maxLength": 3},
                                      whitespace="compact").matcher()
-    assert m.advance_bytes(b'"aa')
+    assert m.accept_string(b'"aa')
     assert m.forced_text() == 'b"'           # a third 'a' would leave no room for the 'b'
 
 
@@ -278,7 +278,7 @@ def test_generation_mode_caps_digit_runs(compiler):
 
     def ok(g, text):
         m = g.matcher()
-        return m.advance_bytes(text.encode()) and m.is_accepting()
+        return m.accept_string(text.encode()) and m.is_accepting()
 
     k = NUMBER_DIGITS
     any_ws = compiler.compile_json_schema({"type": "number"})
@@ -288,8 +288,8 @@ def test_generation_mode_caps_digit_runs(compiler):
     for text in ("1" * (k + 1), "0." + "9" * (k + 1), "1e" + "2" * (k + 1)):
         assert not ok(gen, text) and ok(any_ws, text)
     m = gen.matcher()
-    assert m.advance_bytes(b"9" * k) and m.is_accepting()
-    assert not any(m.copy().advance_bytes(d.encode()) for d in "0123456789")   # a 17th digit is masked
+    assert m.accept_string(b"9" * k) and m.is_accepting()
+    assert not any(m.copy().accept_string(d.encode()) for d in "0123456789")   # a 17th digit is masked
     # where the cap would leave no value, the number stays uncapped rather than failing
     big = compiler.compile_json_schema({"type": "integer", "minimum": 10 ** 20}, whitespace="compact")
     assert ok(big, str(10 ** 20)) and not ok(big, str(10 ** 20 - 1))
@@ -303,7 +303,7 @@ def test_schema_property_order(compiler):
     required ones never; other names only after every required one; keys become forced text."""
     def ok(g, text):
         m = g.matcher()
-        return m.advance_bytes(text.encode()) and m.is_accepting()
+        return m.accept_string(text.encode()) and m.is_accepting()
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"},
                                                "c": {"type": "boolean"}}, "required": ["a", "c"]}
@@ -340,6 +340,6 @@ def test_email_is_at_most_254_characters(tokenizer, compiler):
     assert len(ok) == 246 and accepts(tokenizer, g, ok)
     assert not accepts(tokenizer, g, "a" * 250 + "@b.org")
     m = g.matcher()
-    assert m.advance_bytes(b'"' + b"x" * 251)   # 3 characters left: one more, then "@" and a one-letter domain
-    assert m.copy().advance_bytes(b'x@b"') and not m.copy().advance_bytes(b"xx")
+    assert m.accept_string(b'"' + b"x" * 251)   # 3 characters left: one more, then "@" and a one-letter domain
+    assert m.copy().accept_string(b'x@b"') and not m.copy().accept_string(b"xx")
     assert compiler.compile_json_schema({"type": "string", "format": "email", "maxLength": 10}) is not None

@@ -14,7 +14,7 @@ def test_grammar_cache_and_immutability(compiler):
     g2 = compiler.compile_json_schema(json.dumps(SCHEMA))
     assert g1 is g2
     m1, m2 = g1.matcher(), g1.matcher()
-    assert m1.advance_bytes(b'{"order')
+    assert m1.accept_string(b'{"order')
     assert m2.forced_text() == ""        # a fresh matcher is not affected
     assert compiler.compile_regex("a+") is compiler.compile_regex("a+")
 
@@ -22,7 +22,7 @@ def test_grammar_cache_and_immutability(compiler):
 def test_bitmask_matches_bool_mask(tokenizer, compiler):
     g = compiler.compile_json_schema(SCHEMA)
     m = g.matcher()
-    m.advance_bytes(b'{"orderId": "x", ')
+    m.accept_string(b'{"orderId": "x", ')
     words = (tokenizer.vocab_size + 31) // 32
     bm = torch.zeros((3, words), dtype=torch.int32)
     m.fill_bitmask(bm, 1)
@@ -46,16 +46,16 @@ def test_advance_rejects_and_keeps_state(tokenizer, compiler):
 def test_copy_is_independent(compiler):
     g = compiler.compile_json_schema(SCHEMA)
     m = g.matcher()
-    m.advance_bytes(b"{")
+    m.accept_string(b"{")
     c = m.copy()
-    assert c.advance_bytes(b'"orderId": "a"}')
+    assert c.accept_string(b'"orderId": "a"}')
     assert c.is_accepting() and not m.is_accepting()
 
 
 def test_terminated_after_root_closes(tokenizer, compiler):
     g = compiler.compile_json_schema(SCHEMA)
     m = g.matcher()
-    assert m.advance_bytes(b'{"orderId": "a"}')
+    assert m.accept_string(b'{"orderId": "a"}')
     assert m.is_accepting() and m.is_terminated()
     assert m.advance(tokenizer.eos_token_id)
     assert m.is_terminated()
@@ -65,7 +65,7 @@ def test_forced_text(compiler):
     g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
     m = g.matcher()
     assert m.forced_text() == '{"order'     # both names start with "order"
-    m.advance_bytes(b'{"orderI')
+    m.accept_string(b'{"orderI')
     assert m.forced_text() == 'd":"'
 
 
@@ -112,7 +112,7 @@ def test_jump_forward_commits_safe_prefix(tokenizer, compiler):
     for completion in ['{"name":"Bob","age":3}', '{"age":3,"name":"x"}', '{"name":"","age":10}']:
         assert tokenizer.encode(completion)[:len(ids)] == ids
     # after the first value, the separator and the next name are forced
-    m.advance_bytes(b'{"name":"Bob"')
+    m.accept_string(b'{"name":"Bob"')
     ids = jump_forward_tokens(tokenizer, m)
     assert ids, "the separator and the only remaining name are forced"
     assert ',"age":'.startswith(tokenizer.decode(ids))

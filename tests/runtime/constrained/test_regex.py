@@ -24,9 +24,9 @@ def test_multibyte_tokens_split_characters(tokenizer, compiler):
     # a token can end in the middle of a UTF-8 character; the DFA is byte-level so that must still work
     g = compiler.compile_regex("[中文]{2}")
     m = g.matcher()
-    assert m.advance_bytes("中".encode()[:2])
+    assert m.accept_string("中".encode()[:2])
     assert not m.is_accepting()
-    assert m.advance_bytes("中".encode()[2:] + "文".encode())
+    assert m.accept_string("中".encode()[2:] + "文".encode())
     assert m.is_accepting()
 
 
@@ -47,7 +47,7 @@ def test_regex_terminates_and_eos(tokenizer, compiler):
     eos = tokenizer.eos_token_id
     assert not m.allowed_mask()[eos]
     assert not m.advance(eos)
-    assert m.advance_bytes(b"ab")
+    assert m.accept_string(b"ab")
     assert m.is_accepting() and m.is_terminated()
     mask = m.allowed_mask()
     assert mask[eos] and mask.sum() == 1

@@ -45,16 +45,16 @@ def test_each_mode_accepts_its_style(compiler, tokenizer, mode, accepted):
 def test_flexible_bounds_runs(compiler, tokenizer, text):
     g = compiler.compile_json_schema(SCHEMA, whitespace="flexible")
     assert not feed(tokenizer, g, text)
-    assert compiler.compile_json_schema(SCHEMA, whitespace="any").matcher().advance_bytes(text.strip().encode())
+    assert compiler.compile_json_schema(SCHEMA, whitespace="any").matcher().accept_string(text.strip().encode())
 
 
 def test_standard_forces_the_space(compiler):
     g = compiler.compile_json_schema(SCHEMA, whitespace="standard", property_order="schema")
     m = g.matcher()
     assert m.forced_text() == '{"name": "'
-    assert m.advance_bytes(b'{"name": "Ada"')
+    assert m.accept_string(b'{"name": "Ada"')
     assert m.forced_text() == ""          # `,` or `}` next
-    assert m.advance_bytes(b",")
+    assert m.accept_string(b",")
     assert m.forced_text().startswith(' "')
 
 
@@ -130,7 +130,7 @@ def test_standard_falls_back_to_compact_where_no_token_starts_with_a_space(toy):
 
     schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
     g = GrammarCompiler(NoSpace()).compile_json_schema(schema, whitespace="standard")
-    assert g.matcher().advance_bytes(b'{"a":1}')
+    assert g.matcher().accept_string(b'{"a":1}')
     with_space = GrammarCompiler(toy).compile_json_schema(schema, whitespace="standard")
     m = with_space.matcher()
-    assert m.advance_bytes(b'{"a": 1}') and not with_space.matcher().advance_bytes(b'{"a":1')
+    assert m.accept_string(b'{"a": 1}') and not with_space.matcher().accept_string(b'{"a":1')

@@ -19,6 +19,30 @@ _SIMPLE = {0x22: ord('"'), 0x5C: ord("\\"), 0x2F: ord("/"), 8: ord("b"), 12: ord
            13: ord("r"), 9: ord("t")}
 
 
+def _escaped_spellings(cp: int, canonical: bool) -> list[tuple[set, ...]]:
+    """The spellings of character `cp` after a backslash, each a tuple of byte sets (hex digits in either
+    case): `n` for a newline, `u000a`, and for a character past U+FFFF its UTF-16 surrogate pair
+    `ud83d\\ude00` (what json.dumps writes). `canonical`: only the plainest spelling, and none for a
+    character JSON lets a string hold as itself."""
+    if canonical:
+        if cp >= 0x20 and cp not in (0x22, 0x5C):
+            return []
+        if cp in _SIMPLE:
+            return [({_SIMPLE[cp]},)]
+        return [({ord("u")},) + tuple({ord(d)} for d in f"{cp:04x}")]
+    out = [({_SIMPLE[cp]},)] if cp in _SIMPLE else []
+    if cp <= 0xFFFF:
+        units = [cp]
+    else:
+        units = [0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF)]
+    spelling: tuple = ()
+    for i, unit in enumerate(units):
+        if i:
+            spelling += ({0x5C},)
+        spelling += ({ord("u")},) + tuple({ord(d), ord(d.upper())} for d in f"{unit:04x}")
+    return out + [spelling]
+
+
 def _plain(canonical: bool) -> ByteDFA:
     return lower_char_fsm(CharFSM(0, (tuple((a, b, 0) for a, b in ANY_CHAR),), {0: True}), True, canonical)
 
@@ -92,27 +116,23 @@ def words_dfa(words: dict[str, Hashable], other: Optional[Hashable], blocked: tu
                         rows[s][byte] = nxt
                     s = nxt
                 rows[s][enc[-1]] = tgt
-            # escaped spellings
-            printable = 0x20 <= cp < 0x7F and cp not in (0x22, 0x5C)
-            if canonical and printable:
-                continue
-            if cp in _SIMPLE:
-                rows[esc][_SIMPLE[cp]] = tgt
-            if cp <= 0xFFFF:
+            for spelling in _escaped_spellings(cp, canonical):
+                if spelling[0] != {ord("u")}:
+                    rows[esc][min(spelling[0])] = tgt
+                    continue
                 if hexroot is None:
                     hexroot = new(h0)
                     rows[esc][ord("u")] = hexroot
                 s, ref = hexroot, h0
-                digits = f"{cp:04x}"
-                for k, d in enumerate(digits):
-                    variants = {ord(d), ord(d.upper())}
-                    if k == 3:
+                for k, variants in enumerate(spelling[1:]):
+                    if k == len(spelling) - 2:
                         for v in variants:
                             rows[s][v] = tgt
                         break
-                    ref = int(t0[ref, ord(d)]) if ref >= 0 else -1
-                    nxt = int(rows[s][ord(d)])
-                    if nxt < 0 or nxt < len(t0):
+                    b = min(variants)
+                    ref = int(t0[ref, b]) if ref >= 0 else -1
+                    nxt = int(rows[s][b])
+                    if nxt < 0 or nxt < len(t0):      # not yet a private node: make one
                         nxt = new(ref)
                     for v in variants:
                         rows[s][v] = nxt

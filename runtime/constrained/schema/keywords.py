@@ -11,7 +11,7 @@ ANNOTATIONS = {"title", "description", "examples", "default", "$comment", "$sche
                "definitions", "$anchor", "$dynamicAnchor", "$vocabulary"}
 UNSUPPORTED = {"$dynamicRef", "$recursiveRef", "$recursiveAnchor"}
 TYPES = {"null", "boolean", "integer", "number", "string", "array", "object"}
-# formats defined by JSON Schema; any other "format" value is an annotation that validators ignore
+# formats defined by JSON Schema (other "format" values on a string are refused as unknown, not ignored)
 STANDARD_FORMATS = {"date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
                     "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
                     "json-pointer", "relative-json-pointer", "regex"}

@@ -95,8 +95,6 @@ def _keyword(doc: SchemaDocument, s: dict, k: str, v: Any, ptr: str, depth: int)
     if k == "$notPattern":
         return [{"type": "string", "pattern": p} for p in v]
     if k == "format":
-        if v not in STANDARD_FORMATS:
-            return []      # an unknown format is an annotation
         raise UnsupportedSchemaError("not", ptr, f"the complement of format {v!r} is not supported")
     if k == "minItems":
         return [{"type": "array", "maxItems": v - 1}] if v > 0 else []

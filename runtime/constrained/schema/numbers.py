@@ -11,7 +11,8 @@ from typing import Optional
 from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.intersect import intersect
-from ..automata.json_numbers import INTEGER, NUMBER, integer_range, multiple_of_fsm, number_bound, number_range
+from ..automata.json_numbers import (INTEGER, NUMBER, integer_range, integer_with_exponent, multiple_of_fsm,
+                                     number_bound, number_range)
 from ..automata.regex import regex_to_char_fsm
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
@@ -49,7 +50,8 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
         text += (f" multipleOf {k}" if k > 1 else "") + "".join(f" not multipleOf {n}" for n in nots)
         return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
     if lo is None and hi is None:
-        return sc.lex_regex(INTEGER, "integer")
+        # the exact matcher takes every spelling of a whole number (1e2); generation writes plain digits
+        return sc.lex_regex(INTEGER if sc.canonical else f"({INTEGER})|({integer_with_exponent()})", "integer")
     r = integer_range(ilo, ihi)
     return sc.lex_regex(r, text) if r else sc.never()
 

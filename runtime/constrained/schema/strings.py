@@ -76,10 +76,13 @@ def _content_fsm(s: dict, ptr: str) -> Optional[CharFSM]:
             raise UnsupportedSchemaError("pattern" if must else "not", ptr, str(e)) from None
         f = f if must else complement_fsm(f)
         fsm = f if fsm is None else intersect(fsm, f)
-    if "format" in s and s["format"] in STANDARD_FORMATS:   # unknown formats are annotations (spec)
+    if "format" in s:
+        # the spec lets a validator treat formats it does not know as annotations; we refuse them instead, so a
+        # `format` is never silently not enforced (it constrains strings only: `int32` on an integer is moot)
         f = s["format"]
         if f not in FORMATS:
-            raise UnsupportedSchemaError("format", ptr, f"format {f!r} is not enforced (supported: "
+            what = "is not enforced" if f in STANDARD_FORMATS else "is not a format we know"
+            raise UnsupportedSchemaError("format", ptr, f"format {f!r} {what} (supported: "
                                          f"{', '.join(sorted(FORMATS))})")
         ffsm = regex_to_char_fsm(FORMATS[f], False)
         fsm = ffsm if fsm is None else intersect(fsm, ffsm)

@@ -1,0 +1,165 @@
+"""Property-based fuzzing of the exact matcher: random regexes and JSON schemas drawn from a grammar of the
+constructs we support. Each compile finishes within its budget or is refused cleanly (a GrammarError), and on
+sampled strings and instances, valid and near-valid alike, the matcher's verdict equals re.fullmatch's or
+jsonschema's. Derandomized with example counts sized so the file runs in well under two minutes."""
+import json
+import re
+import time
+
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sglite.runtime.constrained import GrammarCompiler, GrammarError
+from sglite.runtime.constrained.budget import CompileBudget
+
+BUDGET = CompileBudget(seconds=4.0)
+# a compile may overrun its budget by the time between two checkpoints: allow a margin on a busy machine
+BUDGET_SLACK_S = 2.0
+FUZZ = settings(derandomize=True, deadline=None, database=None, print_blob=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.function_scoped_fixture])
+
+
+@pytest.fixture(scope="module")
+def fuzz_compiler(tokenizer):
+    return GrammarCompiler(tokenizer, budget=BUDGET)
+
+
+def _verdict(grammar, text: str) -> bool:
+    m = grammar.matcher()
+    feed = getattr(m, "accept_string", None) or m.advance_bytes
+    return bool(feed(text.encode("utf-8"))) and m.is_accepting()
+
+
+def _compile(fn, *args, **kw):
+    """The grammar, or None when refused cleanly; either way within the budget."""
+    t0 = time.monotonic()
+    try:
+        return fn(*args, **kw)
+    except GrammarError:
+        return None
+    finally:
+        assert time.monotonic() - t0 < BUDGET.seconds + BUDGET_SLACK_S
+
+
+# --- regexes -------------------------------------------------------------------------------------------------
+ALPHABET = "ab-.\n é0"
+# \d, \w and \s are left out: they are ASCII classes here, Unicode in Python (test_unicode_classes_known_gap)
+_atoms = st.sampled_from(["a", "b", "é", "0", r"\.", "-", ".", "[ab]", "[^a]", "[a-c0-9]", "[é ]", " "])
+
+
+def _regexes():
+    def extend(inner):
+        return st.one_of(
+            st.tuples(inner, inner).map("".join),
+            st.tuples(inner, inner).map(lambda p: f"{p[0]}|{p[1]}"),
+            inner.map(lambda p: f"({p})"),
+            inner.map(lambda p: f"(?:{p})*"),
+            inner.map(lambda p: f"(?:{p})+"),
+            inner.map(lambda p: f"(?:{p})?"),
+            st.tuples(inner, st.integers(0, 3), st.integers(0, 3)).map(
+                lambda p: f"(?:{p[0]}){{{min(p[1], p[2])},{max(p[1], p[2])}}}"),
+            st.tuples(inner, st.integers(0, 3)).map(lambda p: f"(?:{p[0]}){{{p[1]}}}"),
+        )
+    return st.recursive(_atoms, extend, max_leaves=6)
+
+
+def _near(draw, text: str) -> str:
+    """`text` with one character inserted, deleted or replaced (or unchanged)."""
+    if not text:
+        return draw(st.text(ALPHABET, max_size=2))
+    i = draw(st.integers(0, len(text) - 1))
+    op = draw(st.sampled_from(["insert", "delete", "replace", "same"]))
+    c = draw(st.sampled_from(ALPHABET))
+    return {"insert": text[:i] + c + text[i:], "delete": text[:i] + text[i + 1:],
+            "replace": text[:i] + c + text[i + 1:], "same": text}[op]
+
+
+@settings(FUZZ, max_examples=60)
+@given(pattern=_regexes(), data=st.data())
+def test_regex_agrees_with_re(fuzz_compiler, pattern, data):
+    g = _compile(fuzz_compiler.compile_regex, pattern)
+    if g is None:
+        return
+    samples = [data.draw(st.from_regex(pattern, fullmatch=True).filter(lambda s: len(s) < 40)) for _ in range(3)]
+    samples += [_near(data.draw, s) for s in samples]
+    samples += [data.draw(st.text(ALPHABET, max_size=6))]
+    for s in samples:
+        assert _verdict(g, s) == bool(re.fullmatch(pattern, s)), (pattern, s)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: the regex front end (interegular) reads \\d, \\w and \\s as "
+                   "ASCII classes; Python's re reads them as Unicode (spelled out, \\w's 734 ranges take 7.7 s)")
+@pytest.mark.parametrize("pattern,text", [(r"\w+", "日本"), (r"\w", "é"), (r"\d", "٣"), (r"\s", "\u2003")])
+def test_unicode_classes_known_gap(fuzz_compiler, pattern, text):
+    assert re.fullmatch(pattern, text)
+    assert _verdict(fuzz_compiler.compile_regex(pattern), text)
+
+
+# --- JSON schemas --------------------------------------------------------------------------------------------
+KEYS = ["a", "b", "é", "😀"]
+_small_int = st.integers(-3, 12)
+
+
+def _leaf_schemas():
+    return st.one_of(
+        st.just({"type": "null"}), st.just({"type": "boolean"}),
+        st.fixed_dictionaries({"type": st.just("integer")},
+                              optional={"minimum": _small_int, "maximum": _small_int,
+                                        "multipleOf": st.sampled_from([2, 3])}),
+        st.fixed_dictionaries({"type": st.just("number")},
+                              optional={"minimum": _small_int, "exclusiveMaximum": _small_int,
+                                        "multipleOf": st.sampled_from([0.5, 0.25, 2])}),
+        st.fixed_dictionaries({"type": st.just("string")},
+                              optional={"minLength": st.integers(0, 3), "maxLength": st.integers(0, 4),
+                                        "pattern": st.sampled_from(["^a", "b$", "^[ab]*$", "é"]),
+                                        "format": st.sampled_from(["date", "ipv4", "uuid"])}),
+        st.lists(st.one_of(_small_int, st.sampled_from(["a", "b", "😀", None, True, 1.5])), min_size=1,
+                 max_size=4).map(lambda v: {"enum": v}),
+        st.sampled_from([0, 1, "a", 2.5, None]).map(lambda v: {"const": v}),
+    )
+
+
+def _schemas():
+    def extend(inner):
+        return st.one_of(
+            st.fixed_dictionaries({"type": st.just("array"), "items": inner},
+                                  optional={"minItems": st.integers(0, 2), "maxItems": st.integers(0, 3)}),
+            st.fixed_dictionaries({"type": st.just("object"),
+                                   "properties": st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)},
+                                  optional={"required": st.lists(st.sampled_from(KEYS), max_size=2, unique=True),
+                                            "additionalProperties": st.one_of(st.booleans(), inner)}),
+            st.lists(inner, min_size=2, max_size=3).map(lambda v: {"anyOf": v}),
+            st.lists(inner, min_size=2, max_size=2).map(lambda v: {"allOf": v}),
+            inner.map(lambda v: {"not": v}),
+        )
+    return st.recursive(_leaf_schemas(), extend, max_leaves=5)
+
+
+_json = st.recursive(
+    st.one_of(st.none(), st.booleans(), _small_int, st.sampled_from([0.5, 1.5, 2.25, -0.5, 1e-05, 3.0]),
+              st.sampled_from(["", "a", "ab", "ba", "é", "😀", "2024-02-29", "1.2.3.4",
+                               "123e4567-e89b-12d3-a456-426614174000"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
+    max_leaves=6)
+
+
+def _spellings(draw, value) -> list[str]:
+    """The instance as json.dumps writes it (ASCII escapes), and in UTF-8 with no spaces."""
+    return [json.dumps(value), json.dumps(value, ensure_ascii=False, separators=(",", ":"))]
+
+
+@settings(FUZZ, max_examples=60)
+@given(schema=_schemas(), data=st.data())
+def test_schema_agrees_with_jsonschema(fuzz_compiler, schema, data):
+    g = _compile(fuzz_compiler.compile_json_schema, schema)
+    if g is None:
+        return
+    validator = jsonschema.Draft202012Validator(schema, format_checker=jsonschema.FormatChecker())
+    for _ in range(6):
+        value = data.draw(_json)
+        expected = validator.is_valid(value)
+        for text in _spellings(data.draw, value):
+            assert _verdict(g, text) == expected, (schema, text, expected)

@@ -4,7 +4,11 @@ repetitions before they are unrolled). Over budget is a CompileBudgetExceeded (a
 naming the construct, raised within the time budget, so that no request can hold a compile worker for long.
 
 The budget is per thread: `within(budget)` sets it for the calls below it, `checkpoint(where)` reads it. Code
-that runs outside any compile (tests of one automaton, say) has no budget and is never stopped."""
+that runs outside any compile (tests of one automaton, say) has no budget and is never stopped.
+
+A compile is also cancellable: `cancellable(event)` makes every checkpoint below it raise CompileCancelled once
+the event is set (the request was aborted or its client went away), so the worker is freed at the next
+checkpoint instead of at the end of the budget."""
 from __future__ import annotations
 
 import threading
@@ -35,6 +39,10 @@ class CompileBudgetExceeded(GrammarError):
     """A compile that would pass its time or size budget; the message names the construct and the budget."""
 
 
+class CompileCancelled(Exception):
+    """A compile stopped because its request was aborted; nobody waits for its result."""
+
+
 _local = threading.local()
 
 
@@ -57,8 +65,24 @@ def current() -> CompileBudget | None:
     return getattr(_local, "budget", None)
 
 
+@contextmanager
+def cancellable(cancel: threading.Event | None) -> Iterator[None]:
+    """Runs the block so that its checkpoints raise CompileCancelled once `cancel` is set (None: not
+    cancellable)."""
+    saved = getattr(_local, "cancel", None)
+    _local.cancel = cancel
+    try:
+        yield
+    finally:
+        _local.cancel = saved
+
+
 def checkpoint(where: str) -> None:
-    """Raises CompileBudgetExceeded once this thread's compile has run past its time budget."""
+    """Raises CompileCancelled once this thread's compile is cancelled, CompileBudgetExceeded once it has run
+    past its time budget."""
+    cancel = getattr(_local, "cancel", None)
+    if cancel is not None and cancel.is_set():
+        raise CompileCancelled(f"{where}: the compile was cancelled")
     deadline = getattr(_local, "deadline", None)
     if deadline is not None and time.monotonic() > deadline:
         raise CompileBudgetExceeded(f"{where}: the grammar takes longer than its compile budget of "

@@ -81,7 +81,7 @@ class EngineCore:
         ids = self._prompt_ids(request)
         p = self._fit(request.params, len(ids))
         p.check_vocab(self.vocab_size)
-        grammar = self.grammar.compile(p)
+        grammar = self.grammar.compile(p, request.rid)   # Engine.abort(rid) cancels it
         reqs = []
         for i, rid in enumerate(request.sample_ids()):
             # unseeded: distinct per sample, reproducible per engine seed and submission order (int hashes

@@ -49,7 +49,9 @@ class Engine:
         return self._submit_all([request], loop)[0]
 
     def abort(self, request_id: str) -> None:
-        """Aborts the request (all n samples of it) wherever it is; its slots are freed. Unknown ids are ignored."""
+        """Aborts the request (all n samples of it) wherever it is, its grammar compile included; its slots are
+        freed. Unknown ids are ignored."""
+        self.grammar.cancel(request_id)
         self._loop.abort(request_id)
 
     # --- SGLang's dict API -----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, AsyncIterator
 
@@ -23,6 +24,10 @@ from .metrics import RequestClock, ServerMetrics
 logger = logging.getLogger(__name__)
 _END = object()
 COMPILE_WORKERS = 2   # grammar compiles at once; each is bounded by the engine's compile budget
+
+
+class _ClientGone(Exception):
+    """The HTTP client disconnected while its requests were being submitted."""
 
 
 def _internal_error(e: BaseException) -> APIError:
@@ -106,9 +111,12 @@ class EngineClient:
         if metrics is not None:
             metrics.inflight.set_function(lambda: self.pending)
 
-    async def start(self, requests: list[GenerateRequest]) -> list[RequestStream]:
+    async def start(self, requests: list[GenerateRequest], http: Request | None = None) -> list[RequestStream]:
         """Submits every request, all or none, and returns their samples' streams, request-major. A refused
-        request raises its RequestError (those already queued are aborted); an engine bug raises APIError(500)."""
+        request raises its RequestError (those already queued are aborted); an engine bug raises APIError(500).
+        If the handler is cancelled, or `http`'s client disconnects, while the requests are being submitted
+        (their grammars compiled), the requests are aborted at once, which cancels their compiles and frees the
+        worker; a disconnect raises APIError(499)."""
         count = sum(r.params.n for r in requests)
         if self.max_pending is not None and self.pending + count > self.max_pending:
             raise APIError(503, f"server busy: {self.pending} requests in flight, the limit is {self.max_pending}; "
@@ -116,12 +124,20 @@ class EngineClient:
         self.pending += count
         loop = asyncio.get_running_loop()
         pool = self._compiles if any(r.params.constraint is not None for r in requests) else None
-        job = loop.run_in_executor(pool, self._submit_all, requests, loop)
+        gone = threading.Event()   # set when nobody waits for the submission any more
+        job = loop.run_in_executor(pool, self._submit_all, requests, loop, gone)
         try:
-            handles = await asyncio.shield(job)
-        except asyncio.CancelledError:   # queued anyway once the worker returns: abort them then
+            handles = await self._await_submission(job, http)
+        except (asyncio.CancelledError, _ClientGone) as e:
             self.pending -= count
-            job.add_done_callback(lambda f: f.exception() or [self.engine.abort(r.rid) for r in requests])
+            gone.set()
+            for r in requests:   # a compile under way stops at its next checkpoint
+                self.engine.abort(r.rid)
+            # requests queued anyway once the worker returns are aborted then
+            job.add_done_callback(lambda f: f.cancelled() or f.exception() or
+                                  [self.engine.abort(r.rid) for r in requests])
+            if isinstance(e, _ClientGone):
+                raise APIError(499, "client disconnected", code="client_closed_request") from None
             raise
         except RequestError:   # the handler names its param
             self.pending -= count
@@ -131,10 +147,28 @@ class EngineClient:
             raise _internal_error(e) from e
         return [RequestStream(self, r, h) for r, hs in zip(requests, handles) for h in hs]
 
-    def _submit_all(self, requests: list[GenerateRequest], loop: asyncio.AbstractEventLoop) -> list[list[Any]]:
+    @staticmethod
+    async def _await_submission(job: asyncio.Future, http: Request | None) -> list[list[Any]]:
+        """The job's result; raises _ClientGone if `http`'s client disconnects first. The job is shielded: a
+        worker thread cannot be interrupted, its compile is cancelled through the engine instead."""
+        if http is None:
+            return await asyncio.shield(job)
+        watch = asyncio.ensure_future(_wait_disconnect(http))
+        try:
+            await asyncio.wait([job, watch], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watch.cancel()
+        if not job.done():
+            raise _ClientGone()
+        return job.result()
+
+    def _submit_all(self, requests: list[GenerateRequest], loop: asyncio.AbstractEventLoop,
+                    gone: threading.Event) -> list[list[Any]]:
         handles: list[list[Any]] = []
         try:
             for r in requests:
+                if gone.is_set():   # the caller left while this job waited for a worker: submit nothing more
+                    break
                 handles.append(self.engine.submit(r, loop))
         except BaseException:
             for r in requests[:len(handles)]:

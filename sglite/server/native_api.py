@@ -168,7 +168,7 @@ class NativeServing:
         names = {"prompt": "text", "input_ids": "text"} if body.text is not None else {"prompt": "input_ids"}
         try:
             reqs, batch = generate_requests(body, self.info)
-            streams = await self.client.start([r.request for r in reqs])
+            streams = await self.client.start([r.request for r in reqs], request)
         except RequestError as e:
             raise from_request_error(e, names) from None
         per_sample = [r for r in reqs for _ in range(r.request.params.n)]   # streams are request-major

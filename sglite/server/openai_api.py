@@ -62,7 +62,7 @@ class OpenAIServing:
             lp = {"return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
                   "logprob_start_len": len(prompt_ids) if req.logprobs else None}
             gen = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, **lp)
-            streams: list[Any] = await self.client.start([gen])
+            streams: list[Any] = await self.client.start([gen], request)
         except RequestError as e:
             raise from_request_error(e, names) from None
         rid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
@@ -199,7 +199,7 @@ class OpenAIServing:
                 requests.append(GenerateRequest(params=params, stream=req.stream, input_ids=ids,
                                                 return_logprob=want_lp, top_logprobs_num=req.logprobs or 0,
                                                 logprob_start_len=(0 if echo else len(ids)) if want_lp else None))
-            streams = await self.client.start(requests)
+            streams = await self.client.start(requests, request)
         except RequestError as e:
             raise from_request_error(e, self._names(req, "prompt")) from None
         rid, created = f"cmpl-{uuid.uuid4().hex}", int(time.time())

@@ -8,6 +8,7 @@
                            prefix every request shares
     layer_ops_cpu      a decoder layer's small ops fused for the CPU (numba)
     w4a8_cpu           4-bit weights x int8-quantized activations for the CPU (C, compiled on the machine)
+    w8a8_cpu           its 8-bit twin: 8-bit block weights (blocks of 16 or 32) x the same activations
 
 Import the submodules directly. Triton is imported only when a kernel is first used, so the torch references
 work without it; TRITON_INTERPRET=1 must be set before that first use to run the kernels on the CPU.

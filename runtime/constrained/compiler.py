@@ -14,6 +14,7 @@ from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .cfg.structural_tag import StructuralTagGrammar, parse_structural_tag
 from .errors import GrammarError
+from .footprint import Footprint
 from .ir.generation_caps import GenerationCaps, apply_generation_caps
 from .ir.grammar_ir import JSON_WS, GrammarIR
 from .ir.nodes import LexNode
@@ -30,23 +31,38 @@ WHITESPACE_MODES = ("any", "compact", "standard", "flexible")
 _SEPARATOR = " "
 _WS_RUN = r"( |\n\n?[ \t]{0,20})"
 PROPERTY_ORDERS = ("any", "schema")
+CACHE_BYTES = 512 * 2**20   # the grammar cache's default byte bound (EngineConfig.grammar_cache_bytes)
 
 
 class GrammarCompiler:
-    """Compiles grammars for one tokenizer. Thread-safe; results are cached by (kind, spec, tokenizer.name)."""
+    """Compiles grammars for one tokenizer. Thread-safe; results are cached by (kind, spec, tokenizer.name),
+    least recently used out first, past `cache_size` grammars or `cache_bytes` bytes."""
 
-    def __init__(self, tokenizer, cache_size: int = 256, budget: CompileBudget | None = CompileBudget()):
+    def __init__(self, tokenizer, cache_size: int = 256, budget: CompileBudget | None = CompileBudget(),
+                 cache_bytes: int = CACHE_BYTES):
         """`budget`: what one compile may spend (budget.py); past it a CompileBudgetExceeded (a GrammarError)
-        names the construct. None: unbounded."""
+        names the construct. None: unbounded. `cache_bytes`: what the cached grammars may hold, their tables
+        and their mask caches as they grow with use (footprint.py); checked on every compile call, so a cache
+        that grew while requests decoded is trimmed at the next one. A grammar larger than the bound by itself
+        is returned, not kept."""
+        if not (isinstance(cache_bytes, int) and not isinstance(cache_bytes, bool) and cache_bytes > 0):
+            raise ValueError(f"cache_bytes must be an int > 0, got {cache_bytes!r}")
         self.tokenizer = tokenizer
         self.budget = budget
         self.index = TokenIndex(tokenizer)
         self._cache: OrderedDict[tuple, Grammar] = OrderedDict()
+        self._footprints: dict[tuple, Footprint] = {}
         self._dfas: dict = {}          # lexeme DFAs shared between grammars (e.g. the plain JSON string)
         self._cache_size = cache_size
+        self.cache_bytes = cache_bytes
         self._separator_ok: bool | None = None   # see _spells_separator
         self._lock = threading.Lock()
         self._building: dict[tuple, threading.Lock] = {}   # key -> lock held while one thread builds it
+
+    def cached_bytes(self) -> int:
+        """What the cached grammars hold now (their footprints, see footprint.py)."""
+        with self._lock:
+            return sum(f.nbytes() for f in self._footprints.values())
 
     def _cached(self, key: tuple, build) -> Grammar:
         """The cached grammar for key, built once: concurrent callers of a key being built wait for it."""
@@ -54,6 +70,7 @@ class GrammarCompiler:
             g = self._cache.get(key)
             if g is not None:
                 self._cache.move_to_end(key)
+                self._trim()
                 return g
             building = self._building.setdefault(key, threading.Lock())
         with building:
@@ -66,11 +83,25 @@ class GrammarCompiler:
                 finally:
                     with self._lock:
                         self._building.pop(key, None)
+                footprint = Footprint(g, (self.index,))
                 with self._lock:
                     self._cache[key] = g
-                    while len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
+                    self._footprints[key] = footprint
+                    self._trim()
         return g
+
+    def _trim(self) -> None:
+        """Evicts least recently used grammars past the entry or byte bound (the lock held). The shared lexeme
+        DFAs go with any eviction: what stays cached keeps the DFAs it uses, and the next compiles rebuild the
+        few shared ones, so that DFAs of evicted grammars are not kept."""
+        total = sum(f.nbytes() for f in self._footprints.values())
+        evicted = False
+        while self._cache and (len(self._cache) > self._cache_size or total > self.cache_bytes):
+            key, _ = self._cache.popitem(last=False)
+            total -= self._footprints.pop(key).nbytes()
+            evicted = True
+        if evicted:
+            self._dfas.clear()
 
     def compile_regex(self, pattern: str) -> Grammar:
         """Grammar whose outputs match `pattern` entirely (Python regex syntax, ^/$ optional)."""

@@ -29,6 +29,8 @@ class EngineConfig:
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
     grammar_compile_budget_s: float = 4.0   # one constraint's compile (first mask included): past it the request
                                             # is refused (RequestError, HTTP 400) naming the construct
+    grammar_cache_bytes: int = 512 * 2**20   # compiled grammars kept (tables and mask caches as they grow); least
+                                             # recently used out past it
     num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
                                           # one per core; fewer when other busy processes share the cores)
     weights: str = "auto"                 # weight format: "auto" (measured per machine; a Model passed in keeps
@@ -71,6 +73,9 @@ class EngineConfig:
             raise bad("batch_invariant", "must be None (where offered), True or False")
         if not (isinstance(self.grammar_compile_budget_s, (int, float)) and self.grammar_compile_budget_s > 0):
             raise bad("grammar_compile_budget_s", "must be a number of seconds > 0")
+        if not (isinstance(self.grammar_cache_bytes, int) and not isinstance(self.grammar_cache_bytes, bool)
+                and self.grammar_cache_bytes > 0):
+            raise bad("grammar_cache_bytes", "must be an int number of bytes > 0")
         if self.grammar_mask_overlap not in ("auto", "on", "off"):
             raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
         if self.json_property_order not in ("schema", "any"):

@@ -60,7 +60,7 @@ class EngineCore:
                             cfg.disable_radix_cache)
         self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device, cfg.batch_invariant)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order,
-                                      CompileBudget(seconds=cfg.grammar_compile_budget_s))
+                                      CompileBudget(seconds=cfg.grammar_compile_budget_s), cfg.grammar_cache_bytes)
         self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens, cfg.speculative_row_cost) \
             if cfg.speculative_algorithm == "ngram" else None
         self.scheduler = Scheduler(cfg, self.kv, self.drafter)

@@ -14,6 +14,7 @@ from sglite.protocol import RequestError, SamplingParams
 
 from ..constrained import GrammarCompiler, UnsupportedSchemaError, grammar_syntax, jump_forward_tokens
 from ..constrained.budget import CompileBudget, CompileCancelled, cancellable, within
+from ..constrained.compiler import CACHE_BYTES
 from ..constrained.ir.generation_caps import GenerationCaps
 from .request import Req
 
@@ -24,9 +25,10 @@ _EARLY_CANCELS = 1024   # aborts remembered for compiles not started yet (an abo
 
 class GrammarBackend:
     def __init__(self, tokenizer, json_whitespace: str = "compact", json_property_order: str = "schema",
-                 budget: CompileBudget | None = CompileBudget()):
+                 budget: CompileBudget | None = CompileBudget(), cache_bytes: int = CACHE_BYTES):
         self.tokenizer = tokenizer
         self.budget = budget
+        self.cache_bytes = cache_bytes
         self.json_whitespace = json_whitespace
         self.json_property_order = json_property_order
         self._compiler = None  # one GrammarCompiler per engine; it caches compiled grammars
@@ -41,7 +43,8 @@ class GrammarBackend:
         if self._compiler is None:
             with self._compiler_lock:
                 if self._compiler is None:
-                    self._compiler = GrammarCompiler(self.tokenizer, budget=self.budget)
+                    self._compiler = GrammarCompiler(self.tokenizer, budget=self.budget,
+                                                     cache_bytes=self.cache_bytes)
         return self._compiler
 
     def warm_up(self) -> None:

@@ -39,6 +39,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
      "what one more row adds to a decode step, as a share of a one-row step (default: measured as it runs)"),
     ("--grammar-compile-budget", "grammar_compile_budget_s", float,
      "seconds one regex / JSON schema / grammar may take to compile; past it the request gets a 400 (default 4)"),
+    ("--grammar-cache-bytes", "grammar_cache_bytes", int,
+     "bytes the compiled grammars may keep cached, mask caches included (default 536870912)"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
 )

@@ -243,6 +243,17 @@ def pathological_requests() -> list[tuple[str, dict]]:
     return reqs
 
 
+def _label(route: str, body: dict) -> str:
+    """A short name for a pathological request: its route and constraint."""
+    if "response_format" in body:
+        return f"chat, array minItems {body['response_format']['json_schema']['schema']['minItems']}"
+    sp = body["sampling_params"]
+    for key in ("regex", "json_schema", "ebnf"):
+        if key in sp:
+            return f"/generate {key} {sp[key][:40]}" + (f"... ({len(sp[key])} chars)" if len(sp[key]) > 40 else "")
+    return route
+
+
 def _rss_mb(pid: int | None) -> float:
     if pid is None:
         return float("nan")
@@ -280,7 +291,7 @@ async def run_pathological(url: str, model: str, pid: int | None, plain: int = 6
                 status = r.status_code
             except httpx.HTTPError:
                 status = 599
-            return f"{route} {json.dumps(body)[:70]}", status, time.perf_counter() - t0
+            return _label(route, body), status, time.perf_counter() - t0
         wave = asyncio.gather(*(bad(r, b) for r, b in pathological_requests()))
         await asyncio.sleep(0.2)
         loaded = [await _plain(client, model, i) for i in range(plain)]

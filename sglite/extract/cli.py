@@ -15,8 +15,8 @@ from typing import Any
 from .api import Extraction, has_chat_template, job_spec
 from .errors import SetupError
 from .inputs import Document, id_key, load_documents
-from .jobfile import job_path, read_job, resume_weights, weights_of, write_job
 from .job import JobSpec, Unfinished
+from .jobfile import job_path, read_job, resume_weights, weights_of, write_job
 from .output import ResultLog
 from .preflight import check_enforceable, check_ray, check_server, load_model_schema, load_schema
 from .progress import Progress

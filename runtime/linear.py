@@ -168,7 +168,9 @@ def block_grid(weight: torch.Tensor, bits: int = 4, group: int = INT4_GROUP, tol
         gap = torch.where(gaps > span[:, None] * 1e-5, gaps, torch.full_like(gaps, float("inf"))).amin(-1)
         gap = torch.where(torch.isfinite(gap), gap, torch.ones_like(gap))       # one value in the group
         for from_zero in (True, False):                # a grid through zero first: its lo is exact
-            for k in range(1, 17):                      # the step: the smallest gap, else a fraction of it
+            # the step: the smallest gap, else a fraction of it (through zero, down to 1/64: three values of a
+            # Q6_K sub-block can be 28 and 29 steps apart; off zero, where the fit is looser, 1/16)
+            for k in range(1, 65 if from_zero else 17):
                 keep = todo[rows]
                 if not keep.any():
                     break
@@ -433,123 +435,6 @@ def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt
     if small_fmt == large_fmt:
         return make_linear(weight, bias, small_fmt)
     return SizedLinear(make_linear(weight, bias, small_fmt), make_linear(weight, bias, large_fmt))
-
-
-PROBE_ROWS = tuple(range(1, 17)) + (20, 24, 31, 33, 40)   # row counts compared against one call of PROBE_TOTAL
-PROBE_TOTAL = 64
-PREFILL_MIN_ROWS = 16   # prefill-only layers are called with at least this many rows under batch invariance
-_probed: dict[tuple, int | None] = {}   # (class, dtype, out, in, digits) -> min_independent_rows
-
-
-def leaf_roles(layer) -> list[tuple["Linear", bool]]:
-    """(plain layer, whether it computes decode rows) for each plain layer a projection calls: a SizedLinear's
-    large layer computes prefill rows only; a RefinedHead's exact part is a per-row product and sum."""
-    if isinstance(layer, SizedLinear):
-        return [(x, True) for x, _ in leaf_roles(layer.small)] + [(x, False) for x, _ in leaf_roles(layer.large)]
-    if isinstance(layer, RefinedHead):
-        return leaf_roles(layer.approx)
-    if isinstance(layer, (PaddedRows, RowTiles)):
-        return leaf_roles(layer.inner)
-    return [(layer, True)]
-
-
-def min_independent_rows(layer) -> int | None:
-    """The fewest rows a call of `layer` must have for each row to come out the same bits whatever other rows
-    share the call (1: any call), or None when no count up to 16 does. Our W4A8 kernel: 1, by construction (a
-    row's arithmetic is the same in any group of rows; tests/kernels). torch's kernels: measured, once per
-    process for each class, dtype, shape and digits, on rows 1-16 (and a few more) against one 64-row call. On
-    an AVX-512 Zen 4 with torch 2.13 its float32 matmul took other paths below 12 rows; its bfloat16 one once gave
-    a single row of a [576 x 1536] weight other bits and in later processes did not, so a probe that passes is
-    evidence, not proof (the engine pads prefill-only layers anyway: PREFILL_MIN_ROWS)."""
-    if isinstance(layer, (W4A8Linear, W8A8Linear)):
-        return 1
-    key = (type(layer).__name__, layer.dtype, layer.out_features, layer.in_features, getattr(layer, "digits", 0))
-    if key not in _probed:
-        g = torch.Generator().manual_seed(0)
-        x = torch.randn(PROBE_TOTAL, layer.in_features, generator=g).to(layer.dtype)
-        full = layer(x)
-        bad = [m for m in PROBE_ROWS
-               if not all(torch.equal(layer(x[a:a + m]), full[a:a + m]) for a in (0, PROBE_TOTAL - m))]
-        _probed[key] = 1 if not bad else max(bad) + 1 if max(bad) < 16 else None
-    return _probed[key]
-
-
-TILE_ROWS = (64, 32, 16)   # fixed call sizes tried, largest first, for a layer no row count makes row-independent
-
-
-def fixed_tile_rows(layer) -> int | None:
-    """The first tile T of TILE_ROWS such that a row computed in a call of exactly T rows comes out the same bits
-    at every position of the call and whatever rows share it, or None. AMX's bfloat16 matmul (oneDNN) computes a
-    row differently as the call's row count changes, so no minimum row count helps it (min_independent_rows is
-    None), yet at one fixed count every row takes the same path: RowTiles then makes it row-independent.
-    Measured once per process for each class, dtype and shape, like min_independent_rows."""
-    key = ("tile", type(layer).__name__, layer.dtype, layer.out_features, layer.in_features)
-    if key not in _probed:
-        g = torch.Generator().manual_seed(1)
-        _probed[key] = None
-        for t in TILE_ROWS:
-            x = torch.randn(2 * t, layer.in_features, generator=g).to(layer.dtype)
-            ref = layer(x[:t])
-            if all(torch.equal(layer(x[a:a + t])[:t - a], ref[a:]) for a in (1, 3, t // 2, t - 1)):
-                _probed[key] = t
-                break
-    return _probed[key]
-
-
-class RowTiles:
-    """`inner` called only with exactly `rows` rows (the last tile padded with zero rows, their results dropped),
-    for a kernel that computes a row alike in every call of that size (fixed_tile_rows)."""
-
-    def __init__(self, inner: "Linear", rows: int):
-        self.inner, self.rows = inner, rows
-        self.in_features, self.out_features, self.dtype = inner.in_features, inner.out_features, inner.dtype
-
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
-                 ) -> torch.Tensor:
-        n, t = x.shape[0], self.rows
-        if n == t or n == 0:
-            return self.inner(x, decode_from, out=out)
-        tiles = -(-n // t)
-        padded = torch.cat([x, x.new_zeros(tiles * t - n, x.shape[1])]) if n % t else x
-        y = torch.cat([self.inner(padded[i * t:(i + 1) * t]) for i in range(tiles)])
-        return _into(y[:n], out)
-
-    @property
-    def nbytes(self) -> int:
-        return self.inner.nbytes
-
-
-class PaddedRows:
-    """`inner` called with at least `min_rows` rows (zero rows added, their results dropped): where a kernel
-    computes a row alike in every call of that many rows or more, and otherwise below (min_independent_rows)."""
-
-    def __init__(self, inner: "Linear", min_rows: int):
-        self.inner, self.min_rows = inner, min_rows
-        self.in_features, self.out_features, self.dtype = inner.in_features, inner.out_features, inner.dtype
-
-    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
-                 ) -> torch.Tensor:
-        n = x.shape[0]
-        if n >= self.min_rows or n == 0:
-            return self.inner(x, decode_from, out=out)
-        padded = torch.cat([x, x.new_zeros(self.min_rows - n, x.shape[1])])
-        return _into(self.inner(padded, decode_from)[:n], out)
-
-    @property
-    def nbytes(self) -> int:
-        return self.inner.nbytes
-
-
-def pad_prefill_rows(layer, rows: dict[int, int], tiled: frozenset[int] = frozenset()) -> None:
-    """Wraps, in place, each prefill-only plain layer (a SizedLinear's large one) of projection `layer` whose id
-    is in `rows` in PaddedRows of that many rows, or in RowTiles of that many where its id is in `tiled` (once: a
-    layer already wrapped is left as it is)."""
-    if isinstance(layer, RefinedHead):
-        pad_prefill_rows(layer.approx, rows, tiled)
-    elif isinstance(layer, SizedLinear) and not isinstance(layer.large, (PaddedRows, RowTiles)) \
-            and id(layer.large) in rows:
-        wrap = RowTiles if id(layer.large) in tiled else PaddedRows
-        layer.large = wrap(layer.large, rows[id(layer.large)])
 
 
 def describe(layer) -> str:

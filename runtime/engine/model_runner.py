@@ -13,8 +13,7 @@ import torch
 from ..attention import create_attention_backend
 from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
-from ..linear import (PREFILL_MIN_ROWS, describe, fixed_tile_rows, leaf_roles, min_independent_rows,
-                      pad_prefill_rows)
+from .. import batch_invariance
 from .request import ScheduledBatch
 
 
@@ -35,36 +34,14 @@ class ModelRunner:
         c = model.config
         self.device = torch.device(device)
         self.kv_pool = KVPool(c.num_layers, num_slots, c.num_kv_heads, c.head_dim, self.net.dtype, self.device)
-        # batch invariance needs every projection to compute a row the same whatever shares its call (a layer of
-        # prefill rows only may be padded up to the rows from which it does), and the attention backend to offer
-        # it (EngineConfig.batch_invariant)
-        offered = self.device.type == "cpu" and attention_backend in (None, "torch")
-        dependent = None
-        if batch_invariant is not False and offered:
-            pads: dict[int, int] = {}
-            tiled: set[int] = set()
-            for layer in self.net.linears():
-                for leaf, decodes in leaf_roles(layer):
-                    rows = min_independent_rows(leaf)
-                    if rows is None and not decodes and (tile := fixed_tile_rows(leaf)) is not None:
-                        pads[id(leaf)] = tile   # AMX's bf16 matmul: every prefill call made exactly `tile` rows
-                        tiled.add(id(leaf))
-                    elif rows is None or (decodes and rows > 1):
-                        dependent = dependent or leaf
-                    elif not decodes:    # a prefill call of few rows is rare: pad past any small-call path
-                        pads[id(leaf)] = max(rows, PREFILL_MIN_ROWS)
-            if dependent is None:
-                for layer in self.net.linears():
-                    pad_prefill_rows(layer, pads, frozenset(tiled))
+        # EngineConfig.batch_invariant: the policy and its invariant live in runtime/batch_invariance.py
+        wanted = batch_invariant is not False and batch_invariance.offered(self.device, attention_backend)
+        dependent = batch_invariance.prepare_layers(self.net) if wanted else None
         self.attn = create_attention_backend(attention_backend, self.kv_pool, self.device,
-                                             row_invariant=batch_invariant is not False and offered
-                                             and dependent is None)
+                                             row_invariant=wanted and dependent is None)
         self.batch_invariant = bool(getattr(self.attn, "row_invariant", False))
         if batch_invariant and not self.batch_invariant:
-            why = (f"the {describe(dependent)} projection computes a row differently with other rows beside it"
-                   if dependent is not None else f"the {type(self.attn).__name__} on {self.device} does not "
-                   "offer it (the torch attention backend on the CPU does)")
-            raise ValueError(f"batch_invariant=True cannot hold: {why}; pass batch_invariant=None or False")
+            raise ValueError(batch_invariance.refusal(dependent, self.attn, self.device))
         self.forward_passes = 0
 
     def forward(self, batch: ScheduledBatch, req_to_token: torch.Tensor) -> ForwardOutput:

@@ -176,7 +176,7 @@ def _x(w: torch.Tensor) -> torch.Tensor:
 @pytest.mark.parametrize("kind", ["Q8_0", "Q5_1", "Q6_K", "IQ4_XS"])
 def test_rows_stay_independent_in_the_8_bit_layouts(kind):
     """A row computed alone (M=1) equals the same row inside a call of 37."""
-    from sglite.runtime.linear import min_independent_rows
+    from sglite.runtime.batch_invariance import min_independent_rows
 
     layer = make_linear(_weights(kind), None, "w4a16")
     x = torch.randn(37, 512, generator=torch.Generator().manual_seed(1)).bfloat16()

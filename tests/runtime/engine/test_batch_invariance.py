@@ -162,8 +162,8 @@ def test_the_claim_follows_the_probe_and_a_dependent_projection_is_named(make_en
     """The float32 tiny model: the engine claims the property exactly when every projection's probe allows it
     (torch's float32 matmul took other paths below 12 rows here), and refuses to promise it, naming the
     projection, when one does not."""
-    from sglite.runtime.engine import model_runner
-    from sglite.runtime.linear import leaf_roles, min_independent_rows
+    from sglite.runtime import batch_invariance
+    from sglite.runtime.batch_invariance import leaf_roles, min_independent_rows
 
     def holds(leaf, decodes):
         rows = min_independent_rows(leaf)
@@ -171,7 +171,7 @@ def test_the_claim_follows_the_probe_and_a_dependent_projection_is_named(make_en
 
     claim = all(holds(*r) for layer in engine_model.net.linears() for r in leaf_roles(layer))
     assert make_engine().get_stats()["batch_invariant"] is claim
-    monkeypatch.setattr(model_runner, "min_independent_rows", lambda layer: None if layer.dtype == torch.float32
+    monkeypatch.setattr(batch_invariance, "min_independent_rows", lambda layer: None if layer.dtype == torch.float32
                         else 1)
     assert make_engine().get_stats()["batch_invariant"] is False
     with pytest.raises(ValueError, match=r"batch_invariant=True cannot hold: the DenseLinear float32 \[\d+ x 64\]"):
@@ -181,7 +181,8 @@ def test_the_claim_follows_the_probe_and_a_dependent_projection_is_named(make_en
 def test_a_prefill_layer_is_padded_to_the_rows_it_needs():
     """A layer of prefill rows whose kernel takes another path below some row count gets calls of at least that
     many rows (its results for the real rows are those of a longer call); a decode layer is never padded."""
-    from sglite.runtime.linear import DenseLinear, PaddedRows, SizedLinear, leaf_roles, pad_prefill_rows
+    from sglite.runtime.batch_invariance import PaddedRows, leaf_roles, pad_prefill_rows
+    from sglite.runtime.linear import DenseLinear, SizedLinear
 
     g = torch.Generator().manual_seed(0)
     small, large = DenseLinear(torch.randn(32, 64, generator=g).bfloat16()), \
@@ -214,7 +215,7 @@ def test_real_model_batch_is_the_lone_run_bit_for_bit(auto_model):
     matmul no row count makes row-independent, prefill layers run in fixed tiles of rows (RowTiles); only a
     plan that decodes in fp32 may go without it, and the engine then says so."""
     from sglite.runtime.engine import Engine
-    from sglite.runtime.linear import fixed_tile_rows, leaf_roles, min_independent_rows
+    from sglite.runtime.batch_invariance import fixed_tile_rows, leaf_roles, min_independent_rows
 
     real_model = auto_model
     tok = real_model.tokenizer
@@ -247,8 +248,8 @@ def test_a_prefill_layer_no_row_count_fixes_runs_in_fixed_tiles():
     """AMX's bfloat16 matmul computes a row differently as the call's row count changes, at any count, but alike
     at one fixed count: such a prefill layer runs in tiles of exactly that many rows (RowTiles), and a row then
     comes out the same bits whatever shares its call. A stand-in kernel with that behaviour shows it."""
-    from sglite.runtime.linear import (DenseLinear, RowTiles, SizedLinear, fixed_tile_rows, min_independent_rows,
-                                       pad_prefill_rows)
+    from sglite.runtime.batch_invariance import RowTiles, fixed_tile_rows, min_independent_rows, pad_prefill_rows
+    from sglite.runtime.linear import DenseLinear, SizedLinear
 
     class CallSized(DenseLinear):    # each row's result depends on how many rows share the call
         def __call__(self, x, decode_from=None, out=None):

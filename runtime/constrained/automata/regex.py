@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ..budget import current
+from ..budget import CompileBudgetExceeded, current
 from ..errors import GrammarError
-from .charfsm import CharFSM, from_interegular
-from .regex_size import check_unrolled_size
+from .charfsm import CharFSM, from_interegular, literal_trie
+from .regex_size import check_unrolled_size, literal_alternatives, positions
 
 
 class RegexUnsupported(GrammarError):
@@ -87,6 +87,13 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     if search and (start or end) and _top_level_alternation(body):
         raise RegexUnsupported(f"regex {pattern!r}: anchors with top-level '|' are ambiguous; group the "
                                "alternatives, e.g. ^(a|b)$")
+    if not search:
+        words = literal_alternatives(body)
+        if words is not None:            # keywords, enums: a trie, linear in their length
+            return literal_trie({w: True for w in words})
+    if budget is not None and positions(body) > budget.regex_positions:
+        raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {positions(body):,} positions, past the compile "
+                                    f"budget of {budget.regex_positions:,}; split it or use fewer alternatives")
     if search:
         body = ("" if start else r"[\s\S]*") + f"(?:{body})" + ("" if end else r"[\s\S]*")
     import interegular

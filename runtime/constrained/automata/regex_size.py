@@ -44,3 +44,73 @@ def check_unrolled_size(pattern: str, limit: int) -> None:
         raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: its counted repetition {max(largest)[1]} unrolls to "
                                     f"{n:,} positions, past the compile budget of {limit:,}; use a smaller count "
                                     "or an unbounded repetition (*, +)")
+
+
+def positions(pattern: str) -> int:
+    """The regex's size as written (each literal, class or anchor one position), counted repetitions not unrolled:
+    what the automaton builder's work grows with apart from them."""
+    def size(sub) -> int:
+        total = 0
+        for op, av in sub:
+            if op in _REPEATS:
+                total += size(av[2])
+            elif op is sre.SUBPATTERN:
+                total += size(av[3])
+            elif op is sre.ATOMIC_GROUP:
+                total += size(av)
+            elif op is sre.BRANCH:
+                total += sum(size(b) for b in av[1])
+            else:
+                total += 1
+        return total
+    return size(sre_parse.parse(pattern))
+
+
+def literal_alternatives(pattern: str, limit: int = 100_000) -> list[str] | None:
+    """The words of a pattern that matches a finite set of at most `limit` strings and has no repetition or
+    class range (`(?:w0|w1|...)`, as GBNF and Lark write a rule of keywords), else None. Such a pattern is a word
+    set: a trie builds it in time linear in its length, where the general builder takes seconds for a few
+    thousand alternatives."""
+    parsed = sre_parse.parse(pattern)
+    if parsed.state.flags & ~sre.SRE_FLAG_UNICODE:
+        return None                       # IGNORECASE and the like change what a literal matches
+    if not any(op is sre.BRANCH or op is sre.IN for op, _ in _walk(parsed)):
+        return None                       # one plain word: the general builder is fast enough
+    words = _words(parsed, limit)
+    return None if words is None else sorted(words)
+
+
+def _walk(seq):
+    for op, av in seq:
+        yield op, av
+        if op is sre.SUBPATTERN:
+            yield from _walk(av[3])
+        elif op is sre.BRANCH:
+            for b in av[1]:
+                yield from _walk(b)
+
+
+def _words(seq, limit: int) -> set[str] | None:
+    """The strings a parsed sequence matches, if it is made of literals, sets of literals, flag-free groups and
+    alternations and they number at most `limit`; else None."""
+    out = {""}
+    for op, av in seq:
+        if op is sre.LITERAL:
+            choices = {chr(av)}
+        elif op is sre.IN and all(o is sre.LITERAL for o, _ in av):
+            choices = {chr(v) for _, v in av}
+        elif op is sre.SUBPATTERN and not av[1] and not av[2]:
+            choices = _words(av[3], limit)
+        elif op is sre.BRANCH:
+            choices = set()
+            for b in av[1]:
+                w = _words(b, limit)
+                if w is None:
+                    return None
+                choices |= w
+        else:
+            return None
+        if choices is None or len(out) * len(choices) > limit:
+            return None
+        out = {a + b for a in out for b in choices}
+    return out

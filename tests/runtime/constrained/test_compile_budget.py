@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from sglite.runtime.constrained import GrammarCompiler
+from sglite.runtime.constrained import GrammarCompiler, GrammarError
 from sglite.runtime.constrained.automata.regex_size import check_unrolled_size
 from sglite.runtime.constrained.budget import CompileBudget, CompileBudgetExceeded, checkpoint, within
 from sglite.runtime.constrained.schema.size import check_schema_size
@@ -110,3 +110,19 @@ def test_a_long_pattern_without_counted_repetition_is_not_refused_for_its_length
     check_unrolled_size("|".join(f"w{i}" for i in range(2000)), 2048)   # as large as it is written
     with pytest.raises(CompileBudgetExceeded):
         check_unrolled_size("(" + "|".join(f"w{i}" for i in range(20)) + "){0,200}", 2048)
+
+
+def test_thousands_of_keyword_alternatives_compile_as_a_word_set(compiler):
+    t = time.monotonic()
+    grammar = compiler.compile_grammar("root ::= " + " | ".join(f'"w{i}"' for i in range(2000)), "gbnf")
+    assert time.monotonic() - t < 3.0                  # the general builder took 10-15 s
+    for word, ok in [("w0", True), ("w1999", True), ("w2000", False), ("w", False), ("w01", False)]:
+        m = grammar.matcher()
+        assert (m.accept_string(word) and m.is_accepting()) == ok, word
+
+
+def test_a_regex_written_larger_than_the_budget_is_refused_before_the_automaton_is_built(compiler):
+    t = time.monotonic()
+    with pytest.raises(GrammarError, match="rule 'root'.*positions, past the compile budget"):
+        compiler.compile_grammar("root ::= " + " | ".join(f'"w{i}" [a-z]+' for i in range(2000)), "gbnf")
+    assert time.monotonic() - t < 2.0

@@ -107,7 +107,7 @@ class TextIndex:
             return span(offsets[at], offsets[at + len(key) - 1] + 1, "normalized")
         symbols = CURRENCY_SYMBOLS.get(needle.upper()) if len(needle) == 3 else None
         for symbol in symbols or ():
-            at = self.text.find(symbol)
+            at = _find_symbol(self.text, symbol, symbols)
             if at >= 0:
                 return span(at, at + len(symbol), "normalized")
         period = _PERIOD.fullmatch(needle.upper())
@@ -215,6 +215,20 @@ def _find_word(haystack: str, needle: str) -> int:
         if not (_word(needle[0]) and _word(before)) and not (_word(needle[-1]) and _word(after)):
             return at
         at = haystack.find(needle, at + 1)
+    return -1
+
+
+def _find_symbol(text: str, symbol: str, own: tuple[str, ...]) -> int:
+    """The first occurrence of a currency symbol that is not the tail of another currency's ("$" in "A$" is the
+    Australian dollar, not USD's; "$" in "US$" is USD's own); -1."""
+    at = text.find(symbol)
+    while at >= 0:
+        lead = at
+        while lead > 0 and text[lead - 1].isascii() and text[lead - 1].isalpha():
+            lead -= 1
+        if lead == at or text[lead:at + len(symbol)] in own:
+            return at
+        at = text.find(symbol, at + 1)
     return -1
 
 

@@ -41,6 +41,13 @@ def test_each_way_a_value_is_found(value, match, covered):
     assert _one(value) == (match, covered)
 
 
+def test_a_currency_symbol_is_not_found_inside_another_currencys():
+    assert _one("USD", "revenue of A$3.6 billion")[0] == "not_found"       # the Australian dollar
+    assert _one("AUD", "revenue of A$3.6 billion") == ("normalized", "A$")
+    assert _one("USD", "revenue of US$3.6 billion") == ("normalized", "$")   # USD's own "US$"
+    assert _one("USD", "HK$2 and then $5") == ("normalized", "$")
+
+
 def test_a_number_is_not_found_inside_a_longer_one():
     assert _one(2.6, "revenue of 412.6 million")[0] == "not_found"
     assert _one(41, "revenue of 412.6 million")[0] == "not_found"

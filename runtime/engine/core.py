@@ -26,7 +26,7 @@ from sglite.protocol import ABORT_INTERNAL, ABORT_SHUTDOWN, FinishReason, Genera
 
 from ..constrained.budget import CompileBudget
 from .config import EngineConfig
-from .grammar import GrammarBackend
+from .grammar_backend import GrammarBackend
 from .grammar_masks import MaskPrefetcher
 from .kv_manager import KVManager
 from .model_runner import ModelRunner

@@ -53,7 +53,7 @@ def batch_requests(dispatcher: Dispatcher, requests: list[Any], max_in_flight: i
     """`sglite batch` on the replicas: one output line (or Unanswered) per BatchRequest, in completion order. A
     request the replicas could not answer twice (the replica lost under it, 502/503/504) is an output line with
     its error; one that no replica was left to run is Unanswered (not written; --resume runs it)."""
-    from ..extract.batch import Unanswered, failed_output_line
+    from ..extract.batch_lines import Unanswered, failed_output_line
 
     by_key = {req.custom_id: req for req in requests}
     for key, outcome in dispatcher.run("batch", list(by_key.items()), (max_in_flight,), is_failure=_unanswered,

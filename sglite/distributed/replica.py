@@ -66,14 +66,14 @@ class Replica:
 
     def batch(self, shard: list[tuple[str, Any]], max_in_flight: int) -> Iterator[tuple[str, Any, dict]]:
         """Run one shard of (custom_id, BatchRequest) of `sglite batch` through the server's own app around this
-        replica's engine (sglite.extract.batch.run_requests, as in process), yielding (custom_id, output line or
+        replica's engine (sglite.extract.batch_lines.run_requests, as in process), yielding (custom_id, output line or
         Unanswered, usage) as each request finishes. The requests run on an event loop in a thread of their own;
         their lines come through a queue."""
         import asyncio
         import queue
         import threading
 
-        from ..extract.batch import asgi_client, run_requests
+        from ..extract.batch_lines import asgi_client, run_requests
 
         lines: queue.Queue = queue.Queue()
         end = object()

@@ -23,6 +23,6 @@ from __future__ import annotations
 
 from .api import Extraction, extract
 from .cli import main
-from .errors import SetupError
+from .setup_error import SetupError
 
 __all__ = ["main", "extract", "Extraction", "SetupError"]

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Iterator
 
 from ..protocol import closed_schema, json_schema_text
 from .chunking import chunk_bounds, merge_records, name_words, named_near
-from .errors import SetupError
+from .setup_error import SetupError
 from .inputs import Document, id_key
 from .job import JobSpec, Unfinished, run_documents, shared_prefix
 from .spans import find_spans

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import Extraction, has_chat_template, job_spec
-from .errors import SetupError
+from .setup_error import SetupError
 from .inputs import Document, id_key, load_documents
 from .job import JobSpec, Unfinished
 from .jobfile import job_path, read_job, resume_weights, weights_of, write_job

@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator, NamedTuple
 
-from .errors import SetupError
+from .setup_error import SetupError
 
 TEXT_SUFFIXES = (".txt", ".md")
 

@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import SetupError
+from .setup_error import SetupError
 
 
 def job_path(output: Path) -> Path:

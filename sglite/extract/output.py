@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .errors import SetupError
+from .setup_error import SetupError
 from .inputs import id_key
 
 MODES = ("new", "resume", "overwrite")

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .errors import SetupError
+from .setup_error import SetupError
 
 SERVER_TIMEOUT_S = 5.0
 
@@ -74,7 +74,7 @@ def check_enforceable(schema_text: str, path: Path | str) -> None:
     mode. This needs no tokenizer (only token masks do) and takes well under a second, so an unsupported keyword
     is refused here, before the model loads, with its name and JSON pointer."""
     from ..runtime.constrained import GrammarError, UnsupportedSchemaError
-    from ..runtime.constrained.schema.compiler import SchemaCompiler
+    from ..runtime.constrained.schema.schema_compiler import SchemaCompiler
 
     label = f"--schema {path}" if isinstance(path, Path) else path
     schema = json.loads(schema_text)

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import SetupError
+from .setup_error import SetupError
 from .evaluation import evaluate, load_lines, parse_rule
 from .inputs import Document, id_key, load_documents
 from .spans import find_spans, not_found_fields, scalars

@@ -12,7 +12,7 @@ from .sampling import GenOptions
 def function(func: Callable | None = None, *, num_api_spec_tokens: int | None = None):
     """`@sgl.function` or `@sgl.function(...)`: make a program from a function whose first parameter is `s`.
     `num_api_spec_tokens=N` turns on API speculative execution (one call of N tokens serves several gens;
-    see sglite/lang/speculative.py)."""
+    see sglite/lang/api_speculation.py)."""
     if func is not None:
         return SglFunction(func, num_api_spec_tokens=num_api_spec_tokens)
     return lambda f: SglFunction(f, num_api_spec_tokens=num_api_spec_tokens)

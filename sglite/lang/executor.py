@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from .ir import Expr, Gen, RoleBegin, RoleEnd, Select, Text, VarScopeBegin, VarScopeEnd
 from .meta_info import count_logprobs, merge_meta
 from .sampling import GenParams
-from .speculative import ChatSpeculation, CompletionSpeculation, can_speculate
+from .api_speculation import ChatSpeculation, CompletionSpeculation, can_speculate
 
 if TYPE_CHECKING:
     from ..backend.base import Backend, Prompt
@@ -36,7 +36,7 @@ class StreamExecutor:
         self.use_thread = use_thread
         self.trace = trace                  # when a list: every executed node is recorded (sgl trace)
         self.num_api_spec_tokens = num_api_spec_tokens
-        # API speculation (speculative.py), off when streaming: a chat model's assistant blocks are held back
+        # API speculation (api_speculation.py), off when streaming: a chat model's assistant blocks are held back
         # and written by one call at their end; a completion model's gens are read from text written ahead
         chat = bool(getattr(backend, "is_chat_model", False))
         self._chat_spec = ChatSpeculation(num_api_spec_tokens) if num_api_spec_tokens and chat and not stream else None

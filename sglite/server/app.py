@@ -21,7 +21,7 @@ from sglite.protocol import GenerateRequest, SamplingParams
 
 from .bodies import AbortBody, ChatCompletionRequest, CompletionRequest, GenerateBody
 from .engine_client import EngineClient
-from .errors import APIError
+from .api_errors import APIError
 from .limits import HEALTH_GENERATE_TIMEOUT_S
 from .metrics import ServerMetrics
 from .middleware import GuardMiddleware

@@ -18,7 +18,7 @@ from starlette.requests import Request
 from sglite.protocol import (ABORT_BY_CLIENT, ABORT_SHUTDOWN, FinishKind, GenerateOutput, GenerateRequest, RequestError,
                              StreamChunk)
 
-from .errors import APIError
+from .api_errors import APIError
 from .metrics import RequestClock, ServerMetrics
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from typing import Any, Awaitable, Callable
 
 from starlette.exceptions import HTTPException
 
-from .errors import APIError
+from .api_errors import APIError
 from .metrics import ServerMetrics
 
 Scope = dict[str, Any]

@@ -18,7 +18,7 @@ from sglite.protocol import GenerateRequest, RequestError, SamplingParams, Strea
 
 from .bodies import GenerateBody
 from .engine_client import EngineClient, RequestStream, collect
-from .errors import APIError, bad_request, from_request_error
+from .api_errors import APIError, bad_request, from_request_error
 from .limits import MAX_N, MAX_TOP_LOGPROBS
 from .model_info import ModelInfo
 from .sglang_compat import ServerSampling, check_request_fields, sampling_params

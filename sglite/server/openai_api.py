@@ -17,7 +17,7 @@ from sglite.protocol import CONSTRAINT_KINDS, FIELD_NAMES, GenerateRequest, Requ
 
 from .bodies import ChatCompletionRequest, CompletionRequest
 from .engine_client import EngineClient, RequestStream, collect
-from .errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_error
+from .api_errors import OPENAI_PARAM_NAMES, APIError, bad_request, from_request_error
 from .limits import MAX_N, MAX_TOP_LOGPROBS
 from .model_info import ModelInfo
 from .openai_format import LogprobFormatter, finish_reason, matched_stop, response_format_schema, usage

@@ -8,7 +8,7 @@ from sglite.protocol import closed_schema
 
 from .bodies import ResponseFormat
 from .engine_client import RequestStream
-from .errors import bad_request
+from .api_errors import bad_request
 from .model_info import ModelInfo
 
 

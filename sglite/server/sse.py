@@ -14,7 +14,7 @@ from starlette.types import Receive, Scope, Send
 from sglite.protocol import StreamChunk
 
 from .engine_client import RequestStream
-from .errors import APIError
+from .api_errors import APIError
 
 NEG_INF_LOGPROB = -9999.0  # what OpenAI's API sends for a logprob of -inf
 

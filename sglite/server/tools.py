@@ -20,7 +20,7 @@ from typing import Any
 from sglite.protocol import closed_schema
 
 from .bodies import ChatCompletionRequest, Tool
-from .errors import bad_request
+from .api_errors import bad_request
 
 TOOL_CALL_TRIGGER = "<tool_call>"
 TOOL_CALL_CLOSE = "</tool_call>"

@@ -9,7 +9,7 @@ from pathlib import Path
 from sglite.distributed.dispatcher import Dispatcher
 from sglite.distributed.jobs import batch_requests
 from sglite.distributed.pool import ReplicaPool, ReplicaSpec
-from sglite.extract.batch import BatchRequest, output_line
+from sglite.extract.batch_lines import BatchRequest, output_line
 
 
 class CrashingReplica:

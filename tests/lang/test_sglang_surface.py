@@ -179,7 +179,7 @@ def test_completion_speculation_calls_again_where_the_program_differs():
 
 def test_completion_speculation_writes_on_where_its_call_was_cut_short():
     from sglite.lang.sampling import GenOptions, GenParams
-    from sglite.lang.speculative import CompletionSpeculation
+    from sglite.lang.api_speculation import CompletionSpeculation
 
     replies = iter([("Ada\nBirth", {"finish_reason": {"type": "length"}}), ("May 1\nJob", {})])
     asked = []

@@ -10,7 +10,7 @@ import pytest
 
 from sglite.runtime.constrained.parser.closing import closing_bytes
 from sglite.runtime.constrained.parser.matcher import CLOSE_MARGIN
-from sglite.runtime.engine.grammar import GENERATION_CAPS
+from sglite.runtime.engine.grammar_backend import GENERATION_CAPS
 
 SCHEMA = {"type": "object", "required": ["name", "tags", "n", "meta"], "properties": {
     "name": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}},

@@ -22,7 +22,8 @@ LAYERS = {
     "schema": {"automata", "ir", "errors", "budget"},
     "parser": {"automata", "ir", "vocab", "errors", "budget"},
     "cfg": {"automata", "vocab", "parser", "errors", "budget"},
-    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors", "budget"},
+    "footprint": set(),
+    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors", "budget", "footprint"},
     "__init__": {"compiler", "errors", "parser", "cfg", "budget"},
 }
 

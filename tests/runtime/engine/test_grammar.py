@@ -121,7 +121,7 @@ def test_concurrent_first_callers_build_one_compiler_and_one_grammar(monkeypatch
     import threading
 
     from sglite.runtime import constrained
-    from sglite.runtime.engine.grammar import GrammarBackend
+    from sglite.runtime.engine.grammar_backend import GrammarBackend
     from sglite.runtime.engine.sampling_params import SamplingParams
 
     built = {"compilers": 0}

@@ -253,13 +253,7 @@ class W4A8Linear:
         # x [T, in] bf16 -> [T, out] bf16; the weights' shapes were checked once, in pack(); the kernel writes
         # rows out_features apart, so a given `out` must be contiguous (checked: a wrong one would be overrun)
         x = x.contiguous() if self.repeat == 1 else x.repeat(1, self.repeat)
-        if out is None:
-            y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
-        elif out.shape != (x.shape[0], self.out_features) or out.dtype != torch.bfloat16 or not out.is_contiguous():
-            raise ValueError(f"out must be a contiguous bfloat16 [{x.shape[0]}, {self.out_features}] tensor, got "
-                             f"{out.dtype} {tuple(out.shape)}")
-        else:
-            y = out
+        y = _bf16_out(x.shape[0], self.out_features, out)
         qw, wd, wm = self._ptrs
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
                                      self.in_features * self.repeat, self.digits, torch.get_num_threads()) != 0:
@@ -269,6 +263,17 @@ class W4A8Linear:
     @property
     def nbytes(self) -> int:
         return self.weights.nbytes
+
+
+def _bf16_out(rows: int, features: int, out: torch.Tensor | None) -> torch.Tensor:
+    """The [rows, features] bfloat16 buffer a kernel writes (rows `features` apart): `out`, checked, or a new one;
+    a wrong `out` would be overrun, so it is refused."""
+    if out is None:
+        return torch.empty(rows, features, dtype=torch.bfloat16)
+    if out.shape != (rows, features) or out.dtype != torch.bfloat16 or not out.is_contiguous():
+        raise ValueError(f"out must be a contiguous bfloat16 [{rows}, {features}] tensor, got {out.dtype} "
+                         f"{tuple(out.shape)}")
+    return out
 
 
 class W8A8Linear:
@@ -290,13 +295,7 @@ class W8A8Linear:
     def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
                  ) -> torch.Tensor:
         x = x.contiguous()
-        if out is None:
-            y = torch.empty(x.shape[0], self.out_features, dtype=torch.bfloat16)
-        elif out.shape != (x.shape[0], self.out_features) or out.dtype != torch.bfloat16 or not out.is_contiguous():
-            raise ValueError(f"out must be a contiguous bfloat16 [{x.shape[0]}, {self.out_features}] tensor, got "
-                             f"{out.dtype} {tuple(out.shape)}")
-        else:
-            y = out
+        y = _bf16_out(x.shape[0], self.out_features, out)
         qw, wd, wm = self._ptrs
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
                                      self.in_features, self.group, self.digits, torch.get_num_threads()) != 0:

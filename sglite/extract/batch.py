@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .batch_lines import Unanswered, asgi_client, load_requests, run_requests
-from .cli import BUDGET_HELP, engine_extras, seconds
+from .cli import BUDGET_HELP, _ray_backend, engine_extras, seconds
 from .output import ResultLog
 from .setup_error import SetupError
 from .stopping import (EXIT_WRITE_FAILED, WriteFailed, append_line, install_sigterm, interrupted_status,
@@ -168,18 +168,7 @@ def _engine(args: argparse.Namespace) -> Any:
 
 def _ray(args: argparse.Namespace) -> Any:
     """Started replicas (a RayRuntime) on the cluster --ray names."""
-    from ..backend.ray_runtime import RayRuntime
-    from ..distributed.cluster import ClusterError
-    from ..distributed.pool import ReplicaStartError
-
-    count = f"{args.replicas} replicas" if args.replicas else "replicas to fill the cluster"
-    print(f"sglite batch: starting {count} on {args.ray or 'the local Ray'} ...", file=sys.stderr)
-    try:
-        return RayRuntime(args.model, replicas=args.replicas, num_threads=args.num_threads or 1,
-                          address=args.ray or None, shard_size=args.shard_size, device=args.device,
-                          weights=args.weights, **engine_extras(args)).start()
-    except (ClusterError, ReplicaStartError) as e:
-        raise SetupError(f"--ray: {e}") from None
+    return _ray_backend(args, "batch")
 
 
 def _client(url: str | None, engine: Any) -> Any:

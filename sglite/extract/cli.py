@@ -261,13 +261,14 @@ def _backend(args: argparse.Namespace) -> Any:
         raise SetupError(f"cannot load the model {args.model or '(default)'}: {type(e).__name__}: {e}") from None
 
 
-def _ray_backend(args: argparse.Namespace) -> Any:
+def _ray_backend(args: argparse.Namespace, command: str = "extract") -> Any:
+    """Started replicas (a RayRuntime) on the cluster --ray names; `sglite batch` starts them the same way."""
     from ..backend.ray_runtime import RayRuntime
     from ..distributed.cluster import ClusterError
     from ..distributed.pool import ReplicaStartError
 
     count = f"{args.replicas} replicas" if args.replicas else "replicas to fill the cluster"
-    print(f"sglite extract: starting {count} on {args.ray or 'the local Ray'} ...", file=sys.stderr)
+    print(f"sglite {command}: starting {count} on {args.ray or 'the local Ray'} ...", file=sys.stderr)
     try:
         return RayRuntime(args.model, replicas=args.replicas, num_threads=args.num_threads or 1,
                           address=args.ray or None, shard_size=args.shard_size, device=args.device,

@@ -160,10 +160,11 @@ def w4a8_linear(x: torch.Tensor, w: W4A8Weights, digits: int = 1, out: torch.Ten
     return y
 
 
-def w4a8_linear_ref(x: torch.Tensor, w: W4A8Weights, digits: int = 1) -> torch.Tensor:
-    """The kernel's arithmetic in torch: activations quantized the same way, sums in float64."""
-    N, K = w.shape
-    M = x.shape[0]
+def quantize_activations_ref(x: torch.Tensor, digits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The kernels' activation quantization in torch (this kernel's and w8a8_cpu's): x [M, K] -> integers a
+    [M, K/32, 32] (float) and float64 scales s [M, K/32, 1], x ~ s * a per block of 32; one int8 digit, or two
+    (a = 256 a0 + a1)."""
+    M, K = x.shape
     xb = x.float().view(M, K // 32, 32)
     amax = xb.abs().amax(-1, keepdim=True)                                     # [M, K/32, 1]
     # a true division, as the kernel's (127.0 / tensor is reciprocal-then-multiply, an ulp off at times)
@@ -174,6 +175,13 @@ def w4a8_linear_ref(x: torch.Tensor, w: W4A8Weights, digits: int = 1) -> torch.T
     if digits == 2:
         a = 256 * a + torch.round((t - a) * 256).clamp(-127, 127)
         s = s / 256
+    return a, s
+
+
+def w4a8_linear_ref(x: torch.Tensor, w: W4A8Weights, digits: int = 1) -> torch.Tensor:
+    """The kernel's arithmetic in torch: activations quantized the same way, sums in float64."""
+    N, K = w.shape
+    a, s = quantize_activations_ref(x, digits)
     q, d, mm = unpack(w)
     q = q.view(N, K // 32, 32).double()                                        # [N, K/32, 32]
     dots = torch.einsum("mbj,nbj->mnb", a.double(), q)                          # [M, N, K/32] exact integers

@@ -23,6 +23,7 @@ from typing import NamedTuple
 import torch
 
 from .native import NativeLibrary
+from .w4a8_cpu import quantize_activations_ref
 
 GROUPS = (16, 32)
 
@@ -153,15 +154,7 @@ def w8a8_linear_ref(x: torch.Tensor, w: W8A8Weights, digits: int = 1) -> torch.T
     float64."""
     N, K = w.shape
     M, G = x.shape[0], w.group
-    xb = x.float().view(M, K // 32, 32)
-    amax = xb.abs().amax(-1, keepdim=True)                                     # [M, K/32, 1]
-    inv = torch.where(amax > 0, torch.full_like(amax, 127.0).div(amax), torch.zeros_like(amax))
-    t = xb * inv
-    a = torch.round(t)                                                         # half to even, as nearbyintf
-    s = amax.div(127.0).double()
-    if digits == 2:
-        a = 256 * a + torch.round((t - a) * 256).clamp(-127, 127)
-        s = s / 256
+    a, s = quantize_activations_ref(x, digits)
     per = 32 // G                                                              # weight blocks per activation block
     a = a.double().reshape(M, K // G, G)
     s = s.repeat_interleave(per, dim=1)[..., 0]                                # [M, K/G]

@@ -91,9 +91,10 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
         words = literal_alternatives(body)
         if words is not None:            # keywords, enums: a trie, linear in their length
             return literal_trie({w: True for w in words})
-    if budget is not None and positions(body) > budget.regex_positions:
-        raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {positions(body):,} positions, past the compile "
-                                    f"budget of {budget.regex_positions:,}; split it or use fewer alternatives")
+    written = positions(body)
+    if budget is not None and written > budget.regex_positions:
+        raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {written:,} positions, past the compile budget of "
+                                    f"{budget.regex_positions:,}; split it or use fewer alternatives")
     if search:
         body = ("" if start else r"[\s\S]*") + f"(?:{body})" + ("" if end else r"[\s\S]*")
     import interegular

@@ -16,31 +16,9 @@ def check_unrolled_size(pattern: str, limit: int) -> None:
     repetitions adds more than `limit` positions to it (a long pattern without them, such as 2,000 literal
     alternatives, is as large as it is written and passes). `pattern` must already parse (re.compile)."""
     largest: list[tuple[int, str]] = []   # (positions, how the repetition is written)
-
-    def size(sub, unroll: bool = True) -> int:
-        total = 0
-        for op, av in sub:
-            if op in _REPEATS:
-                lo, hi, body = av
-                inner = size(body, unroll)
-                copies = (lo + 1 if hi == sre.MAXREPEAT else max(hi, 1)) if unroll else 1
-                total += inner * copies
-                if lo > 1 or hi != sre.MAXREPEAT:
-                    bound = f"{{{lo},}}" if hi == sre.MAXREPEAT else f"{{{lo},{hi}}}"
-                    largest.append((inner * copies, bound))
-            elif op is sre.SUBPATTERN:
-                total += size(av[3], unroll)
-            elif op is sre.ATOMIC_GROUP:
-                total += size(av, unroll)
-            elif op is sre.BRANCH:
-                total += sum(size(b, unroll) for b in av[1])
-            else:
-                total += 1
-        return total
-
     parsed = sre_parse.parse(pattern)
-    n = size(parsed)
-    if n - size(parsed, unroll=False) > limit:
+    n = _size(parsed, True, largest)
+    if n - _size(parsed, False) > limit:
         raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: its counted repetition {max(largest)[1]} unrolls to "
                                     f"{n:,} positions, past the compile budget of {limit:,}; use a smaller count "
                                     "or an unbounded repetition (*, +)")
@@ -49,21 +27,31 @@ def check_unrolled_size(pattern: str, limit: int) -> None:
 def positions(pattern: str) -> int:
     """The regex's size as written (each literal, class or anchor one position), counted repetitions not unrolled:
     what the automaton builder's work grows with apart from them."""
-    def size(sub) -> int:
-        total = 0
-        for op, av in sub:
-            if op in _REPEATS:
-                total += size(av[2])
-            elif op is sre.SUBPATTERN:
-                total += size(av[3])
-            elif op is sre.ATOMIC_GROUP:
-                total += size(av)
-            elif op is sre.BRANCH:
-                total += sum(size(b) for b in av[1])
-            else:
-                total += 1
-        return total
-    return size(sre_parse.parse(pattern))
+    return _size(sre_parse.parse(pattern), False)
+
+
+def _size(sub, unroll: bool, largest: list[tuple[int, str]] | None = None) -> int:
+    """Positions of a parsed regex, each counted repetition unrolled or not; with `largest`, each counted
+    repetition's unrolled size and how it is written are appended to it."""
+    total = 0
+    for op, av in sub:
+        if op in _REPEATS:
+            lo, hi, body = av
+            inner = _size(body, unroll, largest)
+            copies = (lo + 1 if hi == sre.MAXREPEAT else max(hi, 1)) if unroll else 1
+            total += inner * copies
+            if largest is not None and (lo > 1 or hi != sre.MAXREPEAT):
+                bound = f"{{{lo},}}" if hi == sre.MAXREPEAT else f"{{{lo},{hi}}}"
+                largest.append((inner * copies, bound))
+        elif op is sre.SUBPATTERN:
+            total += _size(av[3], unroll, largest)
+        elif op is sre.ATOMIC_GROUP:
+            total += _size(av, unroll, largest)
+        elif op is sre.BRANCH:
+            total += sum(_size(b, unroll, largest) for b in av[1])
+        else:
+            total += 1
+    return total
 
 
 def literal_alternatives(pattern: str, limit: int = 100_000) -> list[str] | None:

@@ -3,8 +3,8 @@
 A plan names a format for decode rows (few per pass, bound by reading the weights) and one for prefill rows
 (many per pass, bound by arithmetic); each request's tokens go through the format of their phase whatever shares
 the batch, so greedy outputs do not depend on batch composition. `"auto"` checks the CPU's features and times
-matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count and model
-shape: the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
+matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count, model
+shape and build of the CPU kernels (kernel_builds): the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
 assumed from flags alone where the machine can be measured: an AVX2-only CPU emulates bf16 and loses, and the
 measurement shows it.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from sglite.kernels import w4a8_cpu
+from sglite.kernels import w4a8_cpu, w8a8_cpu
 
 from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear
 from .threads import usable_cores
@@ -180,6 +180,21 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
     return plan, report   # report: picoseconds per weight per pass, by format and rows
 
 
+def kernel_builds() -> str:
+    """The builds of the CPU kernels the formats run on, as part of what a measured plan depends on: the W4A8
+    kernel (w4a16 and w4a8 over 4-bit weights) and its 8-bit twin W8A8 (the same formats over weights on an
+    8-bit block grid), each "isa:build" (a hash of its source, compiler, flags and CPU) or "none" where it does
+    not build (no compiler, SGLITE_NATIVE_KERNELS=0, no AVX-512 VNNI for W8A8). A rebuilt kernel, from a changed
+    source, layout or compiler, gives another key, so the plan is decided anew."""
+    def build(name: str, module) -> str:
+        if module.unavailable_reason() is not None:
+            return f"{name}:none"
+        build_id = module.build_id() if hasattr(module, "build_id") else module.library().build_id
+        return f"{name}:{module.isa()}:{build_id}"
+
+    return ",".join([build("w4a8", w4a8_cpu), build("w8a8", w8a8_cpu)])
+
+
 def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, intermediate: int, vocab: int,
                        ) -> WeightPlan:
     """The plan for `spec` ('auto', a format, or 'SMALL+LARGE') on `device`."""
@@ -194,12 +209,9 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
         return plan
     if dev.type != "cpu":
         return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference
-    # the W4A8 kernel's build (or its absence: no compiler, SGLITE_NATIVE_KERNELS=0) is part of what was measured
-    # (a rebuilt kernel, from a changed source or compiler, is measured anew)
-    kernel = "w4a8:" + ("none" if w4a8_cpu.unavailable_reason() is not None else
-                        f"{w4a8_cpu.isa()}:{w4a8_cpu.build_id()}")
     key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
-                    f"{hidden}x{intermediate}x{vocab}", kernel])
+                    f"{hidden}x{intermediate}x{vocab}", kernel_builds()])
+    kernel = w4a8_cpu.unavailable_reason() is None
     path = _cache_path()
     cached = _read_cache(path).get(key)
     if cached is not None:
@@ -210,7 +222,7 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
     except OSError as e:
         log.warning("weights auto: cannot lock the plan cache in %s (%s); the plan from the CPU's flags is used",
                     path.parent, e)
-        return rule_weight_plan(cpu_flags(), kernel != "w4a8:none")
+        return rule_weight_plan(cpu_flags(), kernel)
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)   # one process decides; the others wait and read its answer
         cache = _read_cache(path)
@@ -222,7 +234,7 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
             plan, report = measure_weight_plan(hidden, intermediate, vocab)
             busy = _busy()
         if busy is not None:        # timings taken under load (before or during the measurement) are not used
-            plan, report = rule_weight_plan(cpu_flags(), kernel != "w4a8:none"), {}
+            plan, report = rule_weight_plan(cpu_flags(), kernel), {}
             log.warning("weights auto: the machine is busy (load average %.1f), so %s follows from the CPU's flags "
                         "(%s) without timings; it is kept in %s (delete it to measure on an idle machine)", busy,
                         plan, ",".join(cpu_flags()) or "none known", path)

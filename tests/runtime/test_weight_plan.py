@@ -1,4 +1,4 @@
-"""`weights="auto"`: measured once per machine and cached, with the W4A8 kernel's build in the key (a plan
+"""`weights="auto"`: measured once per machine and cached, with the W4A8 and W8A8 kernels' builds in the key (a plan
 measured with the kernel must not be reused where it cannot run); decided from the CPU's flags, and kept, on a
 busy machine; one process decides while the others wait; the kernel formats refused by name where their kernel is
 unavailable."""
@@ -37,6 +37,42 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
     monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: None)
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
     assert measured == [True, True, False]
+
+
+def test_a_rebuilt_w8a8_kernel_decides_again(tmp_path, monkeypatch):
+    """The 8-bit twin runs the w4a16 format over 8-bit block weights (Q8_0, Q6_K...): a change to it (its source
+    or layout, hence its build) is measured anew, as the W4A8 kernel's is; so is its loss."""
+    monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
+    measured = []
+    monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (measured.append(1), (WeightPlan("w4a16", "bf16"), {}))[1])
+    monkeypatch.setattr(wp, "_busy", lambda: None)
+    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(wp.w8a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(wp.w8a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(wp.w8a8_cpu, "build_id", lambda: "1111111111111111", raising=False)
+    for _ in range(2):
+        assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
+    assert len(measured) == 1
+    monkeypatch.setattr(wp.w8a8_cpu, "build_id", lambda: "2222222222222222", raising=False)   # its layout changed
+    choose_weight_plan("auto", "cpu", 64, 128, 256)
+    assert len(measured) == 2
+    monkeypatch.setattr(wp.w8a8_cpu, "unavailable_reason", lambda: "no AVX-512 VNNI")
+    choose_weight_plan("auto", "cpu", 64, 128, 256)
+    assert len(measured) == 3
+    keys = list(json.loads((tmp_path / "weight_plans_v3.json").read_text()))
+    assert [k.rsplit("|", 1)[1].split(",")[1] for k in keys] == \
+        ["w8a8:avx512_vnni:1111111111111111", "w8a8:avx512_vnni:2222222222222222", "w8a8:none"]
+
+
+def test_the_kernel_builds_name_both_kernels_as_loaded():
+    builds = dict(part.split(":", 1) for part in wp.kernel_builds().split(","))
+    assert set(builds) == {"w4a8", "w8a8"}
+    if wp.w8a8_cpu.available():
+        assert builds["w8a8"] == f"{wp.w8a8_cpu.isa()}:{wp.w8a8_cpu.library().build_id}"
+    else:
+        assert builds["w8a8"] == "none"
 
 
 def test_a_busy_machine_takes_no_timings_and_keeps_the_plan_its_flags_give(tmp_path, monkeypatch):

@@ -15,9 +15,11 @@ over HTTP to a running server, or with --ray by Ray replicas, each running that 
 
 The guarantees of `sglite extract`: every line and body is checked before the model loads (exit 2 naming the
 line); each output line is appended whole the moment its request finishes, so a crash loses nothing written;
-`--resume` skips the custom_ids the output holds; a request the service could not answer (the server gone, a
-503) writes no line and runs again on --resume. Exit status: 0 every request answered 2xx, 1 some answered
-4xx/5xx, 2 bad input, 3 the output could not be written, 130 / 143 interrupted (rerun with --resume)."""
+`--resume` skips the custom_ids the output holds and runs the weight plan the job started with (recorded in
+OUTPUT.job.json, as sglite extract records it; an explicit --weights naming another plan is refused); a request
+the service could not answer (the server gone, a 503) writes no line and runs again on --resume. Exit status: 0
+every request answered 2xx, 1 some answered 4xx/5xx, 2 bad input, 3 the output could not be written, 130 / 143
+interrupted (rerun with --resume)."""
 from __future__ import annotations
 
 import argparse
@@ -30,6 +32,7 @@ from typing import Any
 
 from .batch_lines import Unanswered, asgi_client, load_requests, run_requests
 from .cli import BUDGET_HELP, _ray_backend, engine_extras, seconds
+from .jobfile import job_weights, record_plan
 from .output import ResultLog
 from .setup_error import SetupError
 from .stopping import (EXIT_WRITE_FAILED, WriteFailed, append_line, install_sigterm, interrupted_status,
@@ -84,6 +87,7 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
             from .preflight import check_ray
             check_ray(args.ray or None, args.replicas, args.shard_size)
         log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
+        recorded, args.weights = job_weights(args.output, args.resume, args.weights, remote=bool(args.url))
         done = {line.get("custom_id") for line in log.done.values()}
         log.begin()
     except SetupError as e:
@@ -104,6 +108,7 @@ def main(argv: list[str] | None = None, engine: Any = None) -> int:
                 own = _ray(args)
             elif engine is None and not args.url:
                 own = engine = _engine(args)
+            record_plan(own or engine, recorded, args.output)
             t0 = time.perf_counter()
 
             def take(line: dict[str, Any] | Unanswered) -> None:

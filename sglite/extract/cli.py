@@ -16,7 +16,7 @@ from .api import Extraction, has_chat_template, job_spec
 from .setup_error import SetupError
 from .inputs import Document, id_key, load_documents
 from .job import JobSpec, Unfinished
-from .jobfile import job_path, read_job, resume_weights, weights_of, write_job
+from .jobfile import job_weights, record_plan
 from .output import ResultLog
 from .preflight import check_enforceable, check_ray, check_server, load_model_schema, load_schema
 from .progress import Progress
@@ -147,9 +147,7 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
         if args.url and backend is None:
             check_server(args.url)
         log = ResultLog.open(args.output, "resume" if args.resume else "overwrite" if args.overwrite else "new")
-        recorded = read_job(args.output) if args.resume else {}
-        if recorded.get("weights") and not args.url:
-            args.weights = resume_weights(args.weights, recorded["weights"], args.output)
+        recorded, args.weights = job_weights(args.output, args.resume, args.weights, remote=bool(args.url))
     except SetupError as e:
         return _fail(e)
     with log:
@@ -183,7 +181,7 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
                 return _fail(e)
         try:
             try:
-                _record_plan(backend, recorded, args.output)
+                record_plan(backend, recorded, args.output)
             except SetupError as e:
                 return _fail(e)
             if not has_chat_template(backend):
@@ -225,21 +223,6 @@ def _prepare(args: argparse.Namespace) -> tuple[JobSpec, list[Document]]:
     # gives the same text, hence the same grammar
     return job_spec(schema, instructions, max_tokens=args.max_tokens, temperature=args.temperature,
                     max_retries=args.max_retries, allow_extra_keys=args.allow_extra_keys), docs
-
-
-def _record_plan(backend: Any, recorded: dict[str, Any], output: Path) -> None:
-    """Keep the weight plan the job runs in the job file, for --resume; a backend that runs another plan than the
-    one recorded is refused (its outputs would not continue the job's)."""
-    plan = weights_of(backend)
-    if plan is None or plan == recorded.get("weights"):
-        return
-    if recorded.get("weights"):
-        raise SetupError(f"the model runs the weight plan {plan}, but {output} was started with "
-                         f"{recorded['weights']} (recorded in {job_path(output)})")
-    try:
-        write_job(output, {**recorded, "weights": plan})
-    except OSError as e:
-        raise SetupError(f"cannot write {job_path(output)} ({e})") from None
 
 
 def _backend(args: argparse.Namespace) -> Any:

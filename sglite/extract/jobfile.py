@@ -1,5 +1,6 @@
 """The job file beside an output (`OUTPUT.job.json`): what a job was started with that its outputs depend on and
-that this machine may otherwise decide differently later, so that `--resume` continues the same job. Today that
+that this machine may otherwise decide differently later, so that `--resume` continues the same job (`sglite
+extract` and `sglite batch` alike: job_weights before the model loads, record_plan once it runs). Today that
 is the weight plan (`str(WeightPlan)`): "auto" measures the machine (or, when it is busy, reads its flags), and a
 resumed job, or a replica on another node, could get another plan and so other greedy outputs."""
 from __future__ import annotations
@@ -56,11 +57,36 @@ def resume_weights(asked: str, recorded: str | None, output: Path) -> str:
     return recorded
 
 
+def job_weights(output: Path, resume: bool, asked: str, remote: bool) -> tuple[dict[str, Any], str]:
+    """(the job file's fields, {} unless resuming; the weights this run loads its model with): on --resume the
+    recorded plan (resume_weights), except for a `remote` server, which runs what it runs."""
+    recorded = read_job(output) if resume else {}
+    if recorded.get("weights") and not remote:
+        return recorded, resume_weights(asked, recorded["weights"], output)
+    return recorded, asked
+
+
+def record_plan(backend: Any, recorded: dict[str, Any], output: Path) -> None:
+    """Keep the weight plan the job runs in the job file, for --resume; a backend that runs another plan than the
+    one recorded is refused (its outputs would not continue the job's)."""
+    plan = weights_of(backend)
+    if plan is None or plan == recorded.get("weights"):
+        return
+    if recorded.get("weights"):
+        raise SetupError(f"the model runs the weight plan {plan}, but {output} was started with "
+                         f"{recorded['weights']} (recorded in {job_path(output)})")
+    try:
+        write_job(output, {**recorded, "weights": plan})
+    except OSError as e:
+        raise SetupError(f"cannot write {job_path(output)} ({e})") from None
+
+
 def weights_of(backend: Any) -> str | None:
-    """The weight plan a backend runs, as str(WeightPlan): a Runtime's engine's, a RayRuntime's replicas' (None:
-    it cannot say, e.g. a server over HTTP)."""
+    """The weight plan a backend runs, as str(WeightPlan): an Engine's, a Runtime's engine's, a RayRuntime's
+    replicas' (None: it cannot say, e.g. a server over HTTP)."""
     pool = getattr(backend, "pool", None)
     if pool is not None:
         return getattr(pool, "weights", None)
-    plan = getattr(getattr(getattr(getattr(backend, "engine", None), "model", None), "net", None), "plan", None)
+    engine = getattr(backend, "engine", backend)
+    plan = getattr(getattr(getattr(engine, "model", None), "net", None), "plan", None)
     return None if plan is None else str(plan)

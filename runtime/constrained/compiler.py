@@ -12,7 +12,7 @@ from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
 from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
-from .cfg.structural_tag import StructuralTagGrammar, parse_structural_tag
+from .cfg.structural_tag import parse_structural_tag, structural_tag_to_ir
 from .errors import GrammarError
 from .footprint import Footprint
 from .ir.generation_caps import GenerationCaps, apply_generation_caps
@@ -204,14 +204,15 @@ class GrammarCompiler:
         return self._cached(("grammar", syntax, text, self.tokenizer.name), build)
 
     def compile_structural_tag(self, spec: Any, whitespace: str = "any",
-                               property_order: str = "any") -> StructuralTagGrammar:
+                               property_order: str = "any") -> CfgGrammar:
         """Grammar for free text in which each trigger starts one of the structures: its `begin`, a JSON value
         under its `schema` (compiled as compile_json_schema does, with these options), its `end`; then free text
         again. `spec`: SGLang's {"structures": [{"begin", "schema", "end"}, ...], "triggers": [...]} as a dict
-        or JSON text. Raises GrammarError (or UnsupportedSchemaError) naming the structure at fault."""
+        or JSON text. One CfgIR (cfg/structural_tag.py), each JSON value a subgrammar run by its compiled
+        grammar. Raises GrammarError (or UnsupportedSchemaError) naming the structure at fault."""
         structures, triggers, key = parse_structural_tag(spec)
 
-        def build() -> StructuralTagGrammar:
+        def build() -> CfgGrammar:
             bodies = []
             for i, s in enumerate(structures):
                 try:
@@ -219,7 +220,7 @@ class GrammarCompiler:
                                                            property_order=property_order))
                 except GrammarError as e:
                     raise GrammarError(f"structural_tag structures[{i}].schema: {e}") from None
-            return StructuralTagGrammar(key, self.index, structures, triggers, bodies)
+            return CfgGrammar("structural_tag", key, self.index, structural_tag_to_ir(structures, triggers, bodies))
         return self._cached(("structural_tag", key, whitespace, property_order, self.tokenizer.name), build)
 
 

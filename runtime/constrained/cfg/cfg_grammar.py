@@ -24,8 +24,9 @@ class CfgGrammar:
         self.parser = CfgParser(self.ir)
         if not self.parser.initial:
             raise GrammarError(f"{kind} grammar admits no string at all")
-        for dfa in self.parser.dfas:
+        for dfa in filter(None, self.parser.dfas):
             dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
+        self.bodies = tuple(self.parser.subs.values())      # the compiled grammars its subgrammars run
         self.masks = CfgMasks(self.parser, index)
         self.masks.classify_roots()
         self.initial: tuple[Stack, ...] = self.parser.initial

@@ -1,6 +1,7 @@
-"""The context-free grammar IR that every grammar frontend (Lark, GBNF) lowers to: named rules whose
-alternatives are sequences of symbols, named terminals that are byte DFAs (lexemes), the start rule, and the
-terminals skipped between lexemes (Lark's `%ignore`). Plain immutable data; `str()` prints it as BNF.
+"""The context-free grammar IR that every grammar frontend (Lark, GBNF, structural tags) lowers to: named rules
+whose alternatives are sequences of symbols, named terminals (lexemes: byte DFAs, or subgrammars, lexemes that
+another compiled grammar reads, such as a structural tag's JSON value), the start rule, and the terminals
+skipped between lexemes (Lark's `%ignore`). Plain immutable data; `str()` prints it as BNF.
 
     start ::= expr
     expr ::= expr PLUS term | term
@@ -9,7 +10,7 @@ terminals skipped between lexemes (Lark's `%ignore`). Plain immutable data; `str
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping, NamedTuple
+from typing import Any, Mapping, NamedTuple
 
 from ..automata.byte_dfa import ByteDFA, trimmed_dfa
 from ..automata.dfa_lowering import lower_char_fsm
@@ -38,11 +39,23 @@ class Terminal:
 
 
 @dataclass(frozen=True, eq=False)
+class Subgrammar:
+    """A lexeme that another compiled grammar reads (parser/matcher.py's CompiledGrammar, e.g. a JSON Schema's
+    `Grammar`): the CFG parser hands it the bytes from its start, and the lexeme may end wherever that grammar
+    accepts (a JSON value keeps every constraint its own parser enforces). Its token masks are that grammar's
+    own cached ones. It must not accept the empty string. `source` is how it prints."""
+    name: str
+    grammar: Any
+    source: str
+
+
+@dataclass(frozen=True, eq=False)
 class CfgIR:
-    """Rules (name -> alternatives), terminals (name -> Terminal), the start rule, and the terminals that may
-    appear between any two lexemes (and before the first and after the last) without being in a rule."""
+    """Rules (name -> alternatives), terminals (name -> Terminal or Subgrammar), the start rule, and the
+    terminals that may appear between any two lexemes (and before the first and after the last) without being
+    in a rule (byte-DFA terminals only)."""
     rules: Mapping[str, tuple[Alt, ...]]
-    terminals: Mapping[str, Terminal]
+    terminals: Mapping[str, Terminal | Subgrammar]
     start: str
     ignore: tuple[str, ...] = ()
     capped = frozenset()        # GrammarMatcher reads the IR's nodes under generation caps: none here

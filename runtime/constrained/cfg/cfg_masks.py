@@ -7,7 +7,11 @@ after the lexeme accept; and, if the lexeme may end right here, the masks of tho
 grouped by the trie node where they leave (the prefix the lexeme read): where many leave at one node (a space
 before words), the tokens below that node are classified from the next lexemes at once, recursively and
 deeper in the trie each time; where few do, their rests are run through the parser (`TokenIndex.leave_points`
-gives the groups, shared by every grammar with an equal DFA)."""
+gives the groups, shared by every grammar with an equal DFA).
+
+A subgrammar on top (a structural tag's JSON value) gives its own grammar's cached mask for the tokens it reads
+wholly; the tokens that leave it part-way are those holding, past their first byte, a byte that may follow it
+(a structure's end: one byte, a few hundred tokens), each run through the parser."""
 from __future__ import annotations
 
 import threading
@@ -15,7 +19,7 @@ import threading
 import numpy as np
 
 from ..vocab.token_index import TokenIndex
-from .cfg_parser import CfgParser, Opaque, Stack
+from .cfg_parser import CfgParser, Inside, Opaque, Stack
 
 _CACHE_LIMIT = 8_192
 _FEW_INSIDE = 32     # inside tokens past this many are OR-ed in as a cached packed mask (TokenIndex.packed_inside)
@@ -44,7 +48,7 @@ class CfgMasks:
         mask median 55 -> 40 us, for ~6 ms more compile time). Up to _ROOT_STATES states, smallest DFAs first
         (a grammar's keywords): a terminal with a large DFA pays as it goes."""
         budget = _ROOT_STATES
-        for dfa in sorted(self.parser.dfas, key=lambda d: d.num_states):
+        for dfa in sorted(filter(None, self.parser.dfas), key=lambda d: d.num_states):
             budget -= dfa.num_states
             if budget < 0:
                 break
@@ -78,8 +82,7 @@ class CfgMasks:
         ones: list[int] = []
         extra: list[np.ndarray] = []
         self._lexeme_tokens(stack, 0, ones, extra)
-        t, s = self.parser.lex(stack)
-        if self.parser.acc[t][s]:
+        if self.parser.may_end(stack[-1]):
             # the lexeme may end right here: every token allowed after it is allowed now
             extra.extend(self.stack_mask(succ) for succ in self.parser.complete(stack[:-1]) if succ)
         return self._store(self._masks, stack, _pack(ones, self.words, extra))
@@ -88,6 +91,9 @@ class CfgMasks:
         """Append to `ones` (or to `extra`, as packed masks) the tokens below trie node `node` (its prefix already
         read into `stack`) that the top lexeme reads at least one more byte of: wholly, or leaving it part-way
         with a rest that the stacks after the lexeme accept."""
+        if type(stack[-1]) is Inside:
+            self._subgrammar_tokens(stack, node, ones, extra)
+            return
         t, s = self.parser.lex(stack)
         dfa = self.parser.dfas[t]
         cls = self.index.classify(dfa, s, node)
@@ -114,6 +120,39 @@ class CfgMasks:
                     ok = verdict[rest] = bool(self.parser.run_after(below, rest))
                 if ok:
                     ones.append(tok)
+
+    def _subgrammar_tokens(self, stack: Stack, node: int, ones: list[int], extra: list) -> None:
+        """`_lexeme_tokens` for a subgrammar on top. At the trie's root: its grammar's own cached mask (the tokens
+        it reads wholly), and those of the tokens holding a byte that may follow the lexeme past their first that
+        the parser accepts. Below a node (the subgrammar starts there, after a lexeme that ended on the node's
+        prefix): the tokens whose next byte it can read, each run through the parser."""
+        top = stack[-1]
+        sub = self.parser.subs[top.term]
+        first = sub.next_bytes(top.stack)
+        tb, index = self.index.token_bytes, self.index
+        if node == 0:
+            extra.append(sub.stack_mask(top.stack))
+            candidates = [t for t in self._holding(frozenset(self.parser.follow_bytes(stack[:-1])))
+                          if tb[t][0] in first]
+        else:
+            kids = index.children[node]
+            candidates = [t for b in first if b in kids for t in index.by_pre[index.tok_lo[kids[b]]:
+                                                                               index.tok_hi[kids[b]]].tolist()]
+        cut = index.depth[node]
+        ones.extend(t for t in candidates if self.parser.run((stack,), tb[t][cut:]))
+
+    def _holding(self, follow: frozenset) -> list[int]:
+        """The text tokens holding one of the bytes `follow` past their first. Cached per vocabulary."""
+        cache = self.index.derived_cache("cfg_holding")
+        hit = cache.get(follow)
+        if hit is None:
+            tb = self.index.token_bytes
+            hit = [t for t in self.index.text_tokens if any(b in tb[t][1:] for b in follow)]
+            with self._lock:
+                if len(cache) > 256:
+                    cache.clear()
+                cache[follow] = hit
+        return hit
 
     def _tokens_below(self, below: Stack, node: int) -> np.ndarray:
         """Packed mask of the tokens below trie node `node` (whose prefix ended a lexeme on `below`) that the

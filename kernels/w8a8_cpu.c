@@ -1,13 +1,20 @@
-/* W8A8 matmul for the CPU, the 8-bit twin of w4a8_cpu.c: 8-bit weights in blocks of G = 16 or 32 along the
- * input (w = d*q + m, q 0..255: GGUF Q8_0, Q5_0, Q5_1, Q5_K's sub-blocks of 32, Q6_K's and Q3_K's of 16, each as
- * its own exact integers with the block's scale and minimum) times activations quantized on the fly to int8 in
- * blocks of 32 exactly as w4a8_cpu.c does, integer dot products per weight block. Built on the machine it runs on
+/* W8A8 matmul for the CPU, the 8-bit twin of w4a8_cpu.c: weights of at most 8 bits in blocks of G = 16 or 32 along
+ * the input (w = d*q + m: GGUF Q8_0, Q5_0, Q5_1, Q5_K's sub-blocks of 32, Q6_K's and Q3_K's of 16, each as its own
+ * exact integers with the block's scale and minimum) times activations quantized on the fly to int8 in blocks of
+ * 32 exactly as w4a8_cpu.c does, integer dot products per weight block. Built on the machine it runs on
  * (kernels/w8a8_cpu.py); AVX-512 VNNI where the CPU has it, else plain C (which the compiler vectorizes as it can).
  *
+ * A layout is (G, bits, half, sym); the caller picks the most compact one that holds a matrix exactly:
+ *   bits 8: q 0..255;  bits 5 (G = 32 only): q 0..31, 5.5 bits a weight with float16 scales, as GGUF Q5_0;
+ *   half:   d (and m) stored as float16 (a file's own float16 scales), else float32 (Q5_K's d*sc, Q6_K's d*sc);
+ *   sym:    no stored minimum: m = -2**(bits-1) * d (blocks whole steps from zero: Q8_0, Q5_0, Q6_K).
  * Weights of one matrix [N, K] (K % 32 == 0, N % 16 == 0), packed by the caller in tiles of 16 rows:
- *   qw [N/16][K/4][16][4] uint8  tile t, quad c: bytes 4r..4r+3 hold q[16t + r][4c .. 4c+3]
- *   wd [N/16][K/G][16]   float32 d of each row's block (float32: Q5_K's d*sc and Q6_K's d*sc are exact in it)
- *   wm [N/16][K/G][16]   float32 m of each row's block
+ *   bits 8: qw [N/16][K/4][16][4] uint8   tile t, quad c: bytes 4r..4r+3 hold q[16t + r][4c .. 4c+3]
+ *   bits 5: qw [N/16][K/32][320] uint8    tile t, block b: 256 bytes of low nibbles as w4a8_cpu.c lays out q
+ *           (quarter h, byte 4r + j: q[32b + 8h + j] low, q[32b + 8h + 4 + j] high), then 8 uint64 masks of the
+ *           fifth bits, mask c bit 4r + j = bit 4 of q[16t + r][32b + 4c + j]
+ *   wd [N/16][K/G][16]   float32 or float16: d of each row's block
+ *   wm [N/16][K/G][16]   the same type: m of each row's block (absent when sym)
  * So a 64-byte load holds 4 values for each of 16 rows: one integer dot-product instruction against 4 activations
  * broadcast to every lane advances 16 outputs at once.
  * Activations x [M][K] and the result y [M][N] are bfloat16 bits; y rounds to nearest even.
@@ -15,6 +22,8 @@
  * y[i][n] = sum_g d[n][g] s[i][g*G/32] (sum_k q a)  +  sum_g m[n][g] (s[i][g*G/32] sum_k a)   (each in g order)
  *   s = max|x| / 127 over the block of 32, a = round_half_even(x * 127 / max|x|)  (all zero for a zero block);
  *   two digits: x ~= s * (256 a0 + a1), s = max|x| / (127 * 256), as in w4a8_cpu.c.
+ *   sym: the second term is d[n][g] * (-2**(bits-1) * s sum_k a), the same float32 value as m * (s sum_k a)
+ *   (a power of two moves in and out of a rounding unchanged).
  *
  * Every row i goes through the same operations in the same order whatever M is, so a row's result does not
  * depend on the rows beside it.
@@ -37,6 +46,20 @@ static inline uint16_t f32_to_bf16(float f) {
     memcpy(&u, &f, 4);
     u += 0x7FFFu + ((u >> 16) & 1u);
     return (uint16_t)(u >> 16);
+}
+
+static inline float f16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, f = h & 0x3FFu;
+    float v = e == 0 ? ldexpf((float)f, -24) : e == 31 ? (f ? NAN : INFINITY) : ldexpf((float)(f | 0x400u), (int)e - 25);
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u |= sign;
+    memcpy(&v, &u, 4);
+    return v;
+#endif
 }
 
 /* one row of K activations -> a [digits][K] int8, s [K/32] block scales (as w4a8_cpu.c's quantize_row), and
@@ -81,21 +104,62 @@ static void quantize_row(const uint16_t *x, int K, int G, int digits, int8_t *a,
 
 #define MR 4 /* activation rows per pass over a tile's weights */
 
+/* bytes of one tile's weight block of G values */
+#define BLOCK_BYTES(G, BITS) ((BITS) == 8 ? 16 * (G) : 320)
+
+/* the scalar path's view of a tile: q of row r, value k of block g; d and m of row r, block g */
+static inline int q_at(const uint8_t *qw, int G, int BITS, int g, int r, int k) {
+    const uint8_t *blk = qw + (size_t)g * BLOCK_BYTES(G, BITS);
+    if (BITS == 8) return blk[(k / 4) * 64 + 4 * r + k % 4];
+    const int h = k / 8, j = k % 4;
+    const uint8_t v = blk[h * 64 + 4 * r + j];
+    const int lo = (k % 8) < 4 ? v & 0x0F : v >> 4;
+    uint64_t mask;
+    memcpy(&mask, blk + 256 + 8 * (k / 4), 8);
+    return lo | (int)((mask >> (4 * r + j)) & 1u) << 4;
+}
+
+static inline float scale_at(const void *v, int HALF, size_t i) {
+    return HALF ? f16_to_f32(((const uint16_t *)v)[i]) : ((const float *)v)[i];
+}
+
 /* y[i][0..16) for mr <= MR activation rows (a: row i at i * digits * K; s at i * K/32, sa at i * K/G) against
- * one tile of 16 weight rows; y rows are ldy apart. */
+ * one tile of 16 weight rows in layout (G, BITS, HALF, SYM); y rows are ldy apart. */
 static inline __attribute__((always_inline)) void tile_rows(
-    const uint8_t *qw, const float *wd, const float *wm, const int8_t *a, const float *s, const float *sa, int mr,
-    int K, const int G, const int digits, uint16_t *y, int ldy) {
+    const uint8_t *qw, const void *wd, const void *wm, const int8_t *a, const float *s, const float *sa, int mr,
+    int K, const int G, const int BITS, const int HALF, const int SYM, const int digits, uint16_t *y, int ldy) {
     const size_t lda = (size_t)digits * K;
     const int nb = K / 32, ng = K / G;
+    const float zp = (float)(1 << (BITS - 1));   /* sym: m = -zp * d */
 #if W8A8_AVX512
     __m512 acc[MR], macc[MR];
     for (int i = 0; i < MR; i++) acc[i] = macc[i] = _mm512_setzero_ps();
     for (int g = 0; g < ng; g++) {
+        const uint8_t *blk = qw + (size_t)g * BLOCK_BYTES(G, BITS);
         __m512i w[8];   /* w[c]: values 4c..4c+3 of the block for 16 rows */
-        for (int c = 0; c < G / 4; c++) w[c] = _mm512_loadu_si512((const void *)(qw + ((size_t)g * (G / 4) + c) * 64));
-        const __m512 d = _mm512_loadu_ps(wd + (size_t)g * 16);
-        const __m512 m = _mm512_loadu_ps(wm + (size_t)g * 16);
+        if (BITS == 8) {
+            for (int c = 0; c < G / 4; c++) w[c] = _mm512_loadu_si512((const void *)(blk + (size_t)c * 64));
+        } else {
+            const __m512i lo4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+            for (int h = 0; h < 4; h++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(blk + h * 64));
+                w[2 * h] = _mm512_and_si512(v, lo4);
+                w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
+            }
+            for (int c = 0; c < 8; c++) {
+                uint64_t hb;
+                memcpy(&hb, blk + 256 + 8 * c, 8);
+                w[c] = _mm512_mask_add_epi8(w[c], _cvtu64_mask64(hb), w[c], bit4);
+            }
+        }
+        __m512 d, m = _mm512_setzero_ps();
+        if (HALF) {
+            d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)wd + (size_t)g * 16)));
+            if (!SYM) m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const uint16_t *)wm + (size_t)g * 16)));
+        } else {
+            d = _mm512_loadu_ps((const float *)wd + (size_t)g * 16);
+            if (!SYM) m = _mm512_loadu_ps((const float *)wm + (size_t)g * 16);
+        }
         for (int i = 0; i < mr; i++) {
             const int8_t *ab = a + (size_t)i * lda + (size_t)g * G;
             __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
@@ -119,8 +183,10 @@ static inline __attribute__((always_inline)) void tile_rows(
                 idot = _mm512_add_epi32(_mm512_slli_epi32(idot, 8), _mm512_add_epi32(j0, j1));
             }
             const __m512 dots = _mm512_cvtepi32_ps(idot);
+            const float sai = sa[(size_t)i * ng + g];
             acc[i] = _mm512_fmadd_ps(dots, _mm512_mul_ps(d, _mm512_set1_ps(s[(size_t)i * nb + g * G / 32])), acc[i]);
-            macc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(sa[(size_t)i * ng + g]), macc[i]);
+            macc[i] = SYM ? _mm512_fmadd_ps(d, _mm512_set1_ps(-zp * sai), macc[i])
+                          : _mm512_fmadd_ps(m, _mm512_set1_ps(sai), macc[i]);
         }
     }
     for (int i = 0; i < mr; i++) {
@@ -141,10 +207,11 @@ static inline __attribute__((always_inline)) void tile_rows(
                 for (int k = 0; k < G; k++) {
                     int v = ab[k];
                     if (digits == 2) v = 256 * v + ab[K + k];
-                    dot += (int)qw[((size_t)g * (G / 4) + k / 4) * 64 + 4 * r + k % 4] * v;
+                    dot += q_at(qw, G, BITS, g, r, k) * v;
                 }
-                acc[r] += (float)dot * (wd[(size_t)g * 16 + r] * sb);
-                macc[r] += wm[(size_t)g * 16 + r] * sab;
+                const float dr = scale_at(wd, HALF, (size_t)g * 16 + r);
+                acc[r] += (float)dot * (dr * sb);
+                macc[r] += SYM ? dr * (-zp * sab) : scale_at(wm, HALF, (size_t)g * 16 + r) * sab;
             }
         }
         for (int r = 0; r < 16; r++) y[(size_t)i * ldy + r] = f32_to_bf16(acc[r] + macc[r]);
@@ -161,26 +228,34 @@ const char *w8a8_isa(void) {
 #endif
 }
 
-typedef void (*tiles_fn)(const uint8_t *, const float *, const float *, const int8_t *, const float *, const float *,
+typedef void (*tiles_fn)(const uint8_t *, const void *, const void *, const int8_t *, const float *, const float *,
                          int, int, uint16_t *, int);
-#define TILES(G, D)                                                                                                 \
-    static void tiles_##G##_##D(const uint8_t *qw, const float *wd, const float *wm, const int8_t *a, const float *s, \
-                                const float *sa, int mr, int K, uint16_t *y, int ldy) {                             \
-        tile_rows(qw, wd, wm, a, s, sa, mr, K, G, D, y, ldy);                                                       \
+#define TILES(G, B, H, S, D)                                                                                        \
+    static void tiles_##G##_##B##_##H##_##S##_##D(const uint8_t *qw, const void *wd, const void *wm, const int8_t *a, \
+                                                  const float *s, const float *sa, int mr, int K, uint16_t *y,     \
+                                                  int ldy) {                                                       \
+        tile_rows(qw, wd, wm, a, s, sa, mr, K, G, B, H, S, D, y, ldy);                                             \
     }
-TILES(16, 1)
-TILES(16, 2)
-TILES(32, 1)
-TILES(32, 2)
+#define TILES_HSD(G, B) \
+    TILES(G, B, 0, 0, 1) TILES(G, B, 0, 0, 2) TILES(G, B, 0, 1, 1) TILES(G, B, 0, 1, 2) \
+    TILES(G, B, 1, 0, 1) TILES(G, B, 1, 0, 2) TILES(G, B, 1, 1, 1) TILES(G, B, 1, 1, 2)
+TILES_HSD(16, 8)
+TILES_HSD(32, 8)
+TILES_HSD(32, 5)
+#define ROW(G, B) {tiles_##G##_##B##_0_0_1, tiles_##G##_##B##_0_0_2, tiles_##G##_##B##_0_1_1, tiles_##G##_##B##_0_1_2, \
+                   tiles_##G##_##B##_1_0_1, tiles_##G##_##B##_1_0_2, tiles_##G##_##B##_1_1_1, tiles_##G##_##B##_1_1_2}
+static const tiles_fn TABLE[3][8] = {ROW(16, 8), ROW(32, 8), ROW(32, 5)};
 
-/* y [M][N] = x [M][K] @ W^T on nthreads threads, weights in blocks of G (16 or 32), activations in `digits`
- * (1 or 2) int8 digits. Returns 0, -1 when out of memory (y is then untouched), -2 for a G or digits it
- * does not take. */
-int w8a8_gemm(const uint8_t *qw, const float *wd, const float *wm, const uint16_t *x, uint16_t *y, int M, int N,
-              int K, int G, int digits, int nthreads) {
-    if ((G != 16 && G != 32) || (digits != 1 && digits != 2)) return -2;
+/* y [M][N] = x [M][K] @ W^T on nthreads threads, weights in layout (G, bits, half, sym) (see the top of this
+ * file), activations in `digits` (1 or 2) int8 digits. Returns 0, -1 when out of memory (y is then untouched),
+ * -2 for a layout or digits it does not take. */
+int w8a8_gemm(const uint8_t *qw, const void *wd, const void *wm, const uint16_t *x, uint16_t *y, int M, int N, int K,
+              int G, int bits, int half, int sym, int digits, int nthreads) {
+    const int layout = G == 16 && bits == 8 ? 0 : G == 32 && bits == 8 ? 1 : G == 32 && bits == 5 ? 2 : -1;
+    if (layout < 0 || (half != 0 && half != 1) || (sym != 0 && sym != 1) || (digits != 1 && digits != 2)) return -2;
     const int nb = K / 32, ng = K / G, tiles = N / 16;
-    const tiles_fn run = G == 16 ? (digits == 2 ? tiles_16_2 : tiles_16_1) : (digits == 2 ? tiles_32_2 : tiles_32_1);
+    const tiles_fn run = TABLE[layout][4 * half + 2 * sym + digits - 1];
+    const size_t tile_bytes = (size_t)ng * BLOCK_BYTES(G, bits), tile_scales = (size_t)ng * 16 * (half ? 2 : 4);
     int8_t *a = malloc((size_t)M * digits * K);
     float *s = malloc((size_t)M * nb * sizeof(float)), *sa = malloc((size_t)M * ng * sizeof(float));
     const int failed = a == NULL || s == NULL || sa == NULL;
@@ -194,9 +269,10 @@ int w8a8_gemm(const uint8_t *qw, const float *wd, const float *wm, const uint16_
 #pragma omp for schedule(static)
             for (int t = 0; t < tiles; t++)
                 for (int i0 = 0; i0 < M; i0 += MR)
-                    run(qw + (size_t)t * K * 16, wd + (size_t)t * ng * 16, wm + (size_t)t * ng * 16,
-                        a + (size_t)i0 * digits * K, s + (size_t)i0 * nb, sa + (size_t)i0 * ng,
-                        M - i0 < MR ? M - i0 : MR, K, y + (size_t)i0 * N + t * 16, N);
+                    run(qw + (size_t)t * tile_bytes, (const char *)wd + (size_t)t * tile_scales,
+                        sym ? NULL : (const char *)wm + (size_t)t * tile_scales, a + (size_t)i0 * digits * K,
+                        s + (size_t)i0 * nb, sa + (size_t)i0 * ng, M - i0 < MR ? M - i0 : MR, K,
+                        y + (size_t)i0 * N + t * 16, N);
         }
     }
     free(a);

@@ -1,13 +1,19 @@
-"""W8A8 matmul for the CPU, the 8-bit twin of w4a8_cpu.py: 8-bit weights in blocks of 16 or 32 inputs
-(w = d*q + m, q 0..255, d and m float32) times bfloat16 activations that the kernel quantizes per block of 32
-exactly as the W4A8 kernel does (one or two int8 digits), with integer dot products (AVX-512 VNNI where the CPU
-has it, else plain C). GGUF Q8_0, Q5_0, Q5_1 and Q5_K (blocks or sub-blocks of 32) and Q6_K and Q3_K (sub-blocks
-of 16, scale d times an integer) are such grids exactly: the kernel reads their own integers and scales.
+"""W8A8 matmul for the CPU, the 8-bit twin of w4a8_cpu.py: weights of at most 8 bits in blocks of 16 or 32 inputs
+(w = d*q + m, q 0..255) times bfloat16 activations that the kernel quantizes per block of 32 exactly as the W4A8
+kernel does (one or two int8 digits), with integer dot products (AVX-512 VNNI where the CPU has it, else plain C).
+GGUF Q8_0, Q5_0, Q5_1 and Q5_K (blocks or sub-blocks of 32) and Q6_K and Q3_K (sub-blocks of 16, scale d times an
+integer) are such grids exactly: the kernel reads their own integers and scales.
+
+pack() stores each matrix in the most compact layout that holds it exactly (a decode step reads every weight, so
+bytes are time): q in 5 bits where every block's integers span 32 steps (Q5_0, Q5_1: 5.5 bits a weight with
+float16 scales), d and m in float16 where they are float16 values (a file's own scales), and no minimum where
+every block is whole steps from zero (Q8_0, Q5_0, Q6_K: m = -2**(bits-1) * d). Q8_0 reads 8.5 bits a weight, Q5_0
+5.5, Q6_K 10 (its d*sc per 16 in float32), against 10-12 with a float32 scale and minimum each.
 
 The kernel is C (`w8a8_cpu.c`), built and cached like w4a8_cpu.c (kernels/native.py).
 
     pack(q, d, m, group) -> W8A8Weights   q [N, K] ints 0..255, d/m [N, K/group]: w = d[n, k/group] * q + m[...]
-    unpack(w) -> (q, d, m)                pack's inverse
+    unpack(w) -> (q, d, m)                the stored integers and their d and m (float32): the same weights
     w8a8_linear(x, w, digits) -> y        x [M, K] bf16 -> y [M, N] bf16 on torch's thread count
     w8a8_linear_ref(x, w, digits) -> y    the same arithmetic in torch (float64 sums), the tests' reference
     gemm_call()                           the kernel over plain ints, unchecked (the runtime's Linear checks once)
@@ -29,7 +35,7 @@ GROUPS = (16, 32)
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    lib.w8a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6
+    lib.w8a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 9
     lib.w8a8_gemm.restype = ctypes.c_int
     lib.w8a8_isa.restype = ctypes.c_char_p
 
@@ -40,18 +46,25 @@ _state: dict[str, object] = {}        # "call": gemm_call()'s function
 
 
 class W8A8Weights(NamedTuple):
-    qw: torch.Tensor     # [N, K] uint8 in tiles of 16 rows (layout: w8a8_cpu.c)
-    wd: torch.Tensor     # [N, K/group] float32: d per block, in tiles: [N/16][K/group][16]
-    wm: torch.Tensor     # [N, K/group] float32: m per block, the same way
+    qw: torch.Tensor     # uint8 in tiles of 16 rows (layout: w8a8_cpu.c): [N, K] (8 bits) or [N, K * 5/16] (5 bits)
+    wd: torch.Tensor     # [N, K/group] float32 or float16: d per block, in tiles: [N/16][K/group][16]
+    wm: torch.Tensor     # the same for m; empty when sym
     group: int
+    bits: int = 8        # 8: q 0..255; 5: q 0..31 (a nibble and a bit plane)
+    half: bool = False   # d and m as float16
+    sym: bool = False    # no stored minimum: m = -2**(bits-1) * d
 
     @property
     def shape(self) -> tuple[int, int]:
-        return tuple(self.qw.shape)
+        return self.qw.shape[0], self.wd.shape[1] * self.group
 
     @property
     def nbytes(self) -> int:
-        return self.qw.numel() + 4 * (self.wd.numel() + self.wm.numel())
+        return self.qw.numel() + self.wd.element_size() * (self.wd.numel() + self.wm.numel())
+
+    @property
+    def layout(self) -> str:
+        return f"{self.bits}-bit, {'float16' if self.half else 'float32'} d{'' if self.sym else ' and m'}"
 
 
 def fits(out_features: int, in_features: int) -> bool:
@@ -81,7 +94,8 @@ def isa() -> str | None:
 
 
 def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor, group: int) -> W8A8Weights:
-    """q [N, K] integers in 0..255; d, m [N, K/group] (stored as float32)."""
+    """q [N, K] integers in 0..255; d, m [N, K/group]: w = d * q + m per block. Stored in the most compact layout
+    that holds these weights exactly (module docstring)."""
     N, K = q.shape
     if group not in GROUPS:
         raise ValueError(f"w8a8 takes blocks of {GROUPS} inputs, got {group}")
@@ -91,31 +105,77 @@ def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor, group: int) -> W8A8W
         raise ValueError(f"d and m must be [{N}, {K // group}], got {tuple(d.shape)} and {tuple(m.shape)}")
     if int(q.min()) < 0 or int(q.max()) > 255:
         raise ValueError(f"w8a8 weights must be integers 0..255, got {int(q.min())}..{int(q.max())}")
-    T, nq, ng = N // 16, K // 4, K // group
-    # (tile, row, quad, j) -> (tile, quad, row, j)
-    qw = q.to(torch.uint8).view(T, 16, nq, 4).permute(0, 2, 1, 3).reshape(N, K).contiguous()
+    d, m, q = d.to(torch.float32), m.to(torch.float32), q.to(torch.int32)
+    sym = bool((m == -128 * d).all())
+    bits = 8
+    if group == 32:   # 5 bits where every block's integers lie in 32 steps: 0..31, or -16..15 around zero
+        if sym:
+            # a block of -15..16 steps (a Q5_0 block whose largest weight is positive: the file's d < 0) turns
+            # over: -d times -(q - 128) is the same weight
+            blocks = q.view(N, K // group, group) - 128
+            lo, hi = blocks.amin(-1), blocks.amax(-1)
+            flip = hi > 15
+            if bool(((lo >= -16) & (hi <= 15) | (lo >= -15) & (hi <= 16)).all()):
+                q = (torch.where(flip[..., None], -blocks, blocks) + 16).view(N, K)
+                d = torch.where(flip, -d, d)
+                m, bits = -16 * d, 5
+        elif int(q.max()) <= 31:
+            bits = 5
+    half = all(bool((v.half().float() == v).all()) for v in ((d,) if sym else (d, m)))
+    T, ng = N // 16, K // group
+    if bits == 8:   # (tile, row, quad, j) -> (tile, quad, row, j)
+        qw = q.to(torch.uint8).view(T, 16, K // 4, 4).permute(0, 2, 1, 3).reshape(N, K).contiguous()
+    else:
+        qw = _pack5(q.to(torch.uint8), T, K)
 
     def by_tile(v: torch.Tensor) -> torch.Tensor:      # [N, ng] -> a tile's block, 16 rows
-        return v.to(torch.float32).view(T, 16, ng).transpose(1, 2).reshape(N, ng).contiguous()
+        return v.to(torch.float16 if half else torch.float32).view(T, 16, ng).transpose(1, 2).reshape(N, ng).contiguous()
 
-    return W8A8Weights(qw, by_tile(d), by_tile(m), group)
+    return W8A8Weights(qw, by_tile(d), torch.empty(0, dtype=torch.float16 if half else torch.float32) if sym
+                       else by_tile(m), group, bits, half, sym)
+
+
+def _pack5(q: torch.Tensor, T: int, K: int) -> torch.Tensor:
+    """q [N, K] uint8 0..31 -> [N, K * 5/16]: per tile and block of 32, the low nibbles in w4a8_cpu.c's order, then
+    8 uint64 masks of the fifth bits (w8a8_cpu.c)."""
+    nb = K // 32
+    blocks = q.view(T, 16, nb, 32).permute(0, 2, 1, 3)                 # [T, nb, 16 rows, 32]
+    lo = (blocks & 15).view(T, nb, 16, 4, 2, 4)                        # row, quarter h, half, j
+    nib = (lo[..., 0, :] | (lo[..., 1, :] << 4)).permute(0, 1, 3, 2, 4).reshape(T, nb, 256)   # (h, row, j)
+    hi = ((blocks >> 4) & 1).view(T, nb, 16, 8, 4).permute(0, 1, 3, 2, 4).reshape(T, nb, 8, 64).to(torch.int64)
+    masks = (hi << torch.arange(64)).sum(-1)                           # bit 4r + j of mask c
+    mask_bytes = ((masks[..., None] >> (8 * torch.arange(8))) & 255).to(torch.uint8).reshape(T, nb, 64)
+    return torch.cat([nib, mask_bytes], -1).reshape(T * 16, -1).contiguous()
+
+
+def _unpack5(qw: torch.Tensor, T: int, K: int) -> torch.Tensor:
+    nb = K // 32
+    blk = qw.view(T, nb, 320)
+    nib = blk[..., :256].view(T, nb, 4, 16, 4).permute(0, 1, 3, 2, 4)   # tile, block, row, h, j
+    lo = torch.stack([nib & 15, nib >> 4], -2).reshape(T, nb, 16, 32)   # (h, half, j)
+    masks = (blk[..., 256:].view(T, nb, 8, 8).to(torch.int64) << (8 * torch.arange(8))).sum(-1)   # [T, nb, 8]
+    bits = (masks[..., None] >> torch.arange(64)) & 1                   # [T, nb, c, 4r + j]
+    hi = bits.view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4).reshape(T, nb, 16, 32)
+    return (lo.to(torch.int64) | (hi << 4)).permute(0, 2, 1, 3).reshape(T * 16, K).to(torch.uint8)
 
 
 def unpack(w: W8A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """pack's inverse: (q [N, K] uint8, d, m [N, K/group] float32) in natural order."""
+    """The stored integers and their scales in natural order: (q [N, K] uint8, d, m [N, K/group] float32), with
+    w = d * q + m (for sym layouts m is the implied -2**(bits-1) * d)."""
     N, K = w.shape
     T, ng = N // 16, K // w.group
-    q = w.qw.view(T, K // 4, 16, 4).permute(0, 2, 1, 3).reshape(N, K)
+    q = w.qw.view(T, K // 4, 16, 4).permute(0, 2, 1, 3).reshape(N, K) if w.bits == 8 else _unpack5(w.qw, T, K)
 
     def natural(v: torch.Tensor) -> torch.Tensor:
-        return v.view(T, ng, 16).transpose(1, 2).reshape(N, ng)
+        return v.float().view(T, ng, 16).transpose(1, 2).reshape(N, ng)
 
-    return q, natural(w.wd), natural(w.wm)
+    d = natural(w.wd)
+    return q, d, -(1 << (w.bits - 1)) * d if w.sym else natural(w.wm)
 
 
 def gemm_call():
-    """The kernel as a function of plain ints (qw, wd, wm, x, y pointers; M, N, K, group, digits, threads) ->
-    status, unchecked: through numba where it is installed (about 1 µs a call), else ctypes."""
+    """The kernel as a function of plain ints (qw, wd, wm, x, y pointers; M, N, K, group, bits, half, sym, digits,
+    threads) -> status, unchecked: through numba where it is installed (about 1 µs a call), else ctypes."""
     if "call" not in _state:
         fn = library().w8a8_gemm
         try:
@@ -123,8 +183,8 @@ def gemm_call():
         except ImportError:
             _state["call"] = fn
         else:
-            _state["call"] = numba.njit(lambda qw, wd, wm, x, y, M, N, K, group, digits, threads:
-                                        fn(qw, wd, wm, x, y, M, N, K, group, digits, threads))
+            _state["call"] = numba.njit(lambda qw, wd, wm, x, y, M, N, K, group, bits, half, sym, digits, threads:
+                                        fn(qw, wd, wm, x, y, M, N, K, group, bits, half, sym, digits, threads))
     return _state["call"]
 
 
@@ -144,7 +204,7 @@ def w8a8_linear(x: torch.Tensor, w: W8A8Weights, digits: int = 1, out: torch.Ten
     M = x.shape[0]
     y = torch.empty((M, N), dtype=torch.bfloat16) if out is None else out
     if M and lib.w8a8_gemm(w.qw.data_ptr(), w.wd.data_ptr(), w.wm.data_ptr(), x.data_ptr(), y.data_ptr(),
-                           M, N, K, w.group, digits, torch.get_num_threads()) != 0:
+                           M, N, K, w.group, w.bits, int(w.half), int(w.sym), digits, torch.get_num_threads()) != 0:
         raise MemoryError(f"w8a8_linear: out of memory for a [{M}, {K}] x [{N}, {K}] matmul")
     return y
 

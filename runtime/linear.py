@@ -149,15 +149,24 @@ def block_grid(weight: torch.Tensor, bits: int = 4, group: int = INT4_GROUP, tol
     # the end step), max|w| / (2**(b-1) - 1) (Q8_0: 127), range / (2**b - 1) (Q4_1, Q5_1)
     amax = w.abs().amax(-1).clamp(min=1e-30)
     span = (w.amax(-1) - lo).clamp(min=1e-30)
-    # first, in one pass, the common case: the full range in whole steps from a least value float16 holds
-    # (Q4_1 and Q5_1 store it as m; a Q4_0 block with both end steps)
-    attempt(torch.arange(len(w)), span / levels, False, exact_lo=True)
     narrower = range(4, bits + 1)
-    for a, from_zero in [(amax / (1 << (b - 1)), True) for b in narrower] + \
-            [(amax / ((1 << (b - 1)) - 1), True) for b in narrower] + [(span / ((1 << b) - 1), False) for b in narrower]:
-        rows = todo.nonzero().squeeze(1)
-        if len(rows):
-            attempt(rows, a[rows], from_zero)
+
+    def steps(candidates) -> None:
+        for a, from_zero in candidates:
+            rows = todo.nonzero().squeeze(1)
+            if len(rows):
+                attempt(rows, a[rows], from_zero)
+
+    # grids through zero first, so that a tensor of such blocks (Q4_0, Q5_0, Q8_0) is whole steps from zero in
+    # every block (the W8A8 kernel then stores no minimum), not in all but the few whose range also happens to
+    # divide evenly from their least value
+    steps([(amax / (1 << (b - 1)), True) for b in narrower] + [(amax / ((1 << (b - 1)) - 1), True) for b in narrower])
+    # then, in one pass, the full range in whole steps from a least value float16 holds (Q4_1 and Q5_1 store it
+    # as m)
+    rows = todo.nonzero().squeeze(1)
+    if len(rows):
+        attempt(rows, (span / levels)[rows], False, exact_lo=True)
+    steps([(span / ((1 << b) - 1), False) for b in narrower])
     # the rest (Q4_K's optimized scales, blocks that skip the end steps): the smallest gap between distinct
     # values is a whole number of steps
     rows = todo.nonzero().squeeze(1)
@@ -174,15 +183,41 @@ def block_grid(weight: torch.Tensor, bits: int = 4, group: int = INT4_GROUP, tol
                 keep = todo[rows]
                 if not keep.any():
                     break
-                attempt(rows[keep], gap[keep] / k, from_zero)
+                a = gap[keep] / k
+                if from_zero:   # the step as the largest value's n-th: a difference of two values is rounded
+                    a = amax[rows[keep]] / (amax[rows[keep]] / a).round().clamp(min=1)   # ~1000x coarser
+                attempt(rows[keep], a, from_zero)
     if todo.any():
         return None
+    if bits == 8:
+        _coarsen_through_zero(w, scale, zero, amax, attempt)
     groups = in_f // group
     scale, lo, zero = scale.view(out_f, groups), lo.view(out_f, groups), zero.view(out_f, groups)
     w = w.view(out_f, groups, group)
     lo = torch.where(zero, -half * scale, lo)
     q = torch.round((w - lo[..., None]) / scale[..., None]).clamp(0, levels).to(torch.int32)
     return q.view(out_f, in_f), scale, lo
+
+
+def _coarsen_through_zero(w, scale, zero, amax, attempt) -> None:
+    """A group that block_grid put on a grid off zero may be whole steps from zero too, with a step some multiple
+    of the one found (a Q6_K sub-block 51 steps wide lands on range / 255 = a fifth of its step, 140 fifths
+    below zero): the greatest common divisor of its values in the found steps gives that step, and `attempt`
+    keeps it where it fits (so the W8A8 kernel can store the tensor with no minimum)."""
+    off = (~zero).nonzero().squeeze(1)
+    if not len(off):
+        return
+    st = w[off] / scale[off, None]
+    n = st.round()
+    whole = (st - n).abs().amax(-1) <= 1e-3
+    off, n = off[whole], n[whole].abs().to(torch.int64)
+    if not len(off):
+        return
+    g = n[:, 0]
+    for j in range(1, n.shape[1]):
+        g = torch.gcd(g, n[:, j])
+    a = scale[off].abs() * g.clamp(min=1)
+    attempt(off, amax[off] / (amax[off] / a).round().clamp(min=1), True)
 
 
 def int4_grid(weight: torch.Tensor, group: int = INT4_GROUP, tolerance: float = 0.01):
@@ -297,8 +332,10 @@ class W8A8Linear:
         x = x.contiguous()
         y = _bf16_out(x.shape[0], self.out_features, out)
         qw, wd, wm = self._ptrs
+        w = self.weights
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
-                                     self.in_features, self.group, self.digits, torch.get_num_threads()) != 0:
+                                     self.in_features, self.group, w.bits, int(w.half), int(w.sym), self.digits,
+                                     torch.get_num_threads()) != 0:
             raise MemoryError(f"w8a8 kernel: out of memory for {x.shape[0]} rows")
         return y if self.bias is None else y.add_(self.bias)
 
@@ -310,8 +347,9 @@ class W8A8Linear:
 def eight_bit_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear | None:
     """`weight` on an 8-bit block grid (GGUF Q8_0, Q5_0, Q5_1, Q5_K per 32; Q6_K, Q3_K per 16) as a kernel
     format `fmt`, with its exact values; None when it lies on no such grid. The W8A8 kernel where it is
-    built with VNNI (about 9-12 bits read a weight, one dot product per value); else, for blocks of 32, the W4A8
-    kernel over the grid's low and high nibbles (split_nibbles: 10 bits a weight, twice the dot products)."""
+    built with VNNI (one dot product per value; its most compact exact layout: Q5_0 5.5 bits a weight, Q8_0 8.5,
+    Q6_K 10); else, for blocks of 32, the W4A8 kernel over the grid's low and high nibbles (split_nibbles: 10 bits
+    a weight, twice the dot products)."""
     vnni = w8a8_cpu.isa() == "avx512_vnni"
     for group in (32, 16) if vnni else (32,):
         if (grid := block_grid(weight, 8, group)) is not None:

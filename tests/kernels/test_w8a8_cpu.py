@@ -75,3 +75,68 @@ def test_bad_input_is_refused():
         k.w8a8_linear(torch.zeros(2, 64), w)
     with pytest.raises(ValueError, match="digits"):
         k.w8a8_linear(torch.zeros(2, 64, dtype=torch.bfloat16), w, 3)
+
+
+def layout_weights(layout: str, N: int, K: int, seed: int):
+    """Weights (q, d, m, group) that pack() must store in `layout`: wide (8 bits, float32 d and m), sym8h (no
+    minimum, float16 d: Q8_0), sym8f (no minimum, float32 d per 16: Q6_K's d*sc), sym5h (5 bits around zero, float16
+    d: Q5_0, blocks of -16..15 steps and, as a negative d makes them, of -15..16), min5h / min5f (5 bits from a
+    minimum: Q5_1's float16 d and m, Q5_K's float32 products)."""
+    g = torch.Generator().manual_seed(seed)
+    group = 16 if layout == "sym8f" else 32
+    d = torch.rand(N, K // group, generator=g) * 0.002 + 1e-4
+    if layout in ("sym8h", "sym5h", "min5h"):
+        d = d.half().float()
+    if layout == "wide":
+        return random_weights(N, K, group, seed)[:3] + (group,)
+    if layout in ("sym8h", "sym8f"):
+        return torch.randint(1, 256, (N, K), generator=g), d, -128 * d, group
+    if layout == "sym5h":
+        steps = torch.randint(-16, 16, (N, K // group, group), generator=g)
+        turn = torch.rand(N, K // group, generator=g) < 0.5          # these blocks run -15..16
+        steps = torch.where(turn[..., None], -steps, steps)
+        return (steps + 128).view(N, K), d, -128 * d, group
+    m = -torch.rand(N, K // group, generator=g) * 0.2
+    return torch.randint(0, 32, (N, K), generator=g), d, m.half().float() if layout == "min5h" else m, group
+
+
+LAYOUTS = {"wide": ("8-bit, float32 d and m", 10.0), "sym8h": ("8-bit, float16 d", 8.5),
+           "sym8f": ("8-bit, float32 d", 10.0), "sym5h": ("5-bit, float16 d", 5.5),
+           "min5h": ("5-bit, float16 d and m", 6.0), "min5f": ("5-bit, float32 d and m", 7.0)}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+@pytest.mark.parametrize("digits", [1, 2])
+def test_each_layout_computes_with_the_same_weights(lib, layout, digits):
+    """pack() picks the most compact layout that holds the weights exactly (bits a weight as GGUF's Q8_0 8.5,
+    Q5_0 5.5), unpack() gives back the same weights, and the kernel matches its reference and the float matmul."""
+    N, K = 48, 640
+    q, d, m, group = layout_weights(layout, N, K, 11)
+    w = k.pack(q, d, m, group)
+    name, bits_per_weight = LAYOUTS[layout]
+    assert w.layout == name and w.nbytes * 8 / (N * K) == bits_per_weight
+
+    def weights(q, d, m):
+        return (q.double().view(N, -1, group) * d.double()[..., None] + m.double()[..., None]).view(N, K)
+
+    wf = weights(q, d, m)
+    assert torch.equal(weights(*k.unpack(w)), wf)
+    x = (torch.randn(6, K, generator=torch.Generator().manual_seed(5)) * 2).to(torch.bfloat16)
+    x[1, 64:96] = 0
+    y = k.w8a8_linear(x, w, digits, lib=lib)
+    ref = k.w8a8_linear_ref(x, w, digits).float()
+    tol = ref.abs() * 2 ** -7 + 1e-5 * ref.abs().amax(dim=1, keepdim=True)
+    assert bool(((y.float() - ref).abs() <= tol).all())
+    exact = x.double() @ wf.T
+    assert float((y.double() - exact).norm() / exact.norm()) < (0.02 if digits == 1 else 0.004)
+    # a row alone equals the same row among others
+    assert all(torch.equal(k.w8a8_linear(x[i:i + 1].contiguous(), w, digits, lib=lib), y[i:i + 1]) for i in range(6))
+
+
+def test_a_weight_off_the_5_bit_window_keeps_8_bits():
+    q, d, m, group = layout_weights("sym5h", 16, 64, 2)
+    q[3, 7] = 128 + 17                                      # one value 17 steps from zero
+    assert k.pack(q, d, m, group).bits == 8
+    q, d, m, group = layout_weights("min5h", 16, 64, 2)
+    q[0, 0] = 32
+    assert k.pack(q, d, m, group).bits == 8

@@ -183,3 +183,21 @@ def test_rows_stay_independent_in_the_8_bit_layouts(kind):
     full = layer(x)
     assert all(torch.equal(layer(x[i:i + 1]), full[i:i + 1]) for i in range(37))
     assert min_independent_rows(layer) == 1
+
+
+@pytest.mark.skipif(not VNNI, reason="the W8A8 kernel runs these types where it is built with VNNI")
+@pytest.mark.parametrize("kind,layout,bits_per_weight", [("Q5_0", "5-bit, float16 d", 5.5),
+                                                         ("Q8_0", "8-bit, float16 d", 8.5),
+                                                         ("IQ4_NL", "8-bit, float16 d", 8.5),
+                                                         ("Q6_K", "8-bit, float32 d", 10.0)])
+def test_the_8_bit_types_take_their_compact_layouts(kind, layout, bits_per_weight):
+    """Blocks whole steps from zero store no minimum, the file's float16 scales stay float16, Q5_0's integers take
+    5 bits (a decode step reads every weight: Q5_0 at 5.5 bits a weight as llama.cpp reads it, not 10)."""
+    w = _weights(kind, rows=128, cols=1024, seed=5)
+    layer = make_linear(w, None, "w4a16")
+    assert isinstance(layer, W8A8Linear)
+    assert layer.weights.layout == layout and layer.nbytes * 8 / w.numel() == bits_per_weight
+    q, d, m = w8a8_cpu.unpack(layer.weights)
+    back = (q.double().view(128, -1, layer.group) * d.double()[..., None] + m.double()[..., None]).view(128, -1)
+    err = (back - w.double()).abs().max().item()
+    assert err <= (w.abs().max().item() * 2 ** -22 if kind == "Q6_K" else 0), f"{kind} off by {err}"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import logging
+import math
 
 import numpy as np
 
@@ -26,9 +27,13 @@ log = logging.getLogger("sglite.runtime")
 DEQUANTIZABLE = ("F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
                  "Q6_K", "IQ4_NL", "IQ4_XS")
 GGUF_ARCHITECTURES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3")
-# Gemma from GGUF (llama.cpp's converter stores each RMSNorm weight as 1 + w, so no offset here): every
-# `pattern`-th layer global, the rest windowed; the windowed layers' rope base; soft-capping keys
-GEMMA_GGUF = {"gemma2": {"pattern": 2, "local_theta": None}, "gemma3": {"pattern": 6, "local_theta": 10000.0}}
+# Gemma from GGUF as llama.cpp runs it (src/models/gemma2.cpp, gemma3.cpp; its converter stores each RMSNorm
+# weight as 1 + w, so no offset here): every `pattern`-th layer global, the rest windowed; the window when the
+# file names none (Gemma 2: 4096; Gemma 3: no windows); the windowed layers' rope base; soft-capping keys. The
+# attention scale is not in the file: llama.cpp scales queries by 1/sqrt(head_dim), except at the 27B's layer
+# count (`wide_scale_layers`), whose query_pre_attn_scalar is n_embd / n_head instead.
+GEMMA_GGUF = {"gemma2": {"pattern": 2, "local_theta": None, "window": 4096, "wide_scale_layers": 46},
+              "gemma3": {"pattern": 6, "local_theta": 10000.0, "window": None, "wide_scale_layers": 62}}
 _SANDWICH_TENSORS = frozenset({"post_attention_norm.weight", "post_ffw_norm.weight"})
 PERMUTED_QK = ("llama", "mistral")  # llama.cpp's converter interleaves Q/K rows for these (see module docstring)
 # metadata keys that change the math in llama.cpp and that sglite does not compute: refused when present
@@ -109,7 +114,7 @@ class GGUFFile:
         """The architecture as llama.cpp would run it; metadata that sglite cannot honour is refused by key."""
         a = self.architecture
         gemma = GEMMA_GGUF.get(a)
-        honoured = ("attention.sliding_window_pattern", "rope.freq_base_swa") if gemma else ()
+        honoured = ("attention.sliding_window_pattern", "rope.freq_base_swa", "attention.scale") if gemma else ()
         for key in _REFUSED_KEYS:
             if f"{a}.{key}" in self.reader.fields and key not in honoured:
                 raise self._refuse(f"metadata {a}.{key} = {self._field(f'{a}.{key}')!r} is not supported by sglite")
@@ -144,6 +149,8 @@ class GGUFFile:
         num_layers = int(self._field(f"{a}.block_count"))
         sliding_layers, gemma_fields = None, {}
         if gemma:   # llama.cpp's gemma2/gemma3 graphs (llama-model.cpp), which transformers' Gemma configs match
+            if window is None:
+                window = gemma["window"]
             pattern = int(self._field(f"{a}.attention.sliding_window_pattern", gemma["pattern"]))
             if window is not None:
                 sliding_layers = tuple(bool((i + 1) % pattern) for i in range(num_layers))
@@ -152,6 +159,7 @@ class GGUFFile:
                                                                      "final_logit_softcapping")}
             gemma_fields = dict(
                 hidden_act="gelu_pytorch_tanh", embedding_multiplier=hidden ** 0.5,
+                attention_scale=self._gemma_attention_scale(gemma, num_layers, hidden, n_heads, head_dim),
                 sandwich_norms="blk.0.post_ffw_norm.weight" in names,
                 rope_local_theta=None if local is None or window is None else float(local),
                 **{k: float(v) if v else None for k, v in softcaps.items()})
@@ -181,6 +189,20 @@ class GGUFFile:
             context_limit_reason=reason,
             **gemma_fields,
         )
+
+    def _gemma_attention_scale(self, gemma: dict, num_layers: int, hidden: int, n_heads: int, head_dim: int
+                               ) -> float:
+        """The query scale llama.cpp's Gemma graph uses (it reads no key for it); a file whose
+        `attention.scale` says another is refused naming both, since llama.cpp would not run the file's."""
+        a = self.architecture
+        scalar = hidden // n_heads if num_layers == gemma["wide_scale_layers"] else head_dim
+        scale = 1.0 / math.sqrt(scalar)
+        stated = self._field(f"{a}.attention.scale", None)
+        if stated is not None and not math.isclose(float(stated), scale, rel_tol=1e-6):
+            raise self._refuse(f"metadata {a}.attention.scale = {float(stated):.6g}, but llama.cpp's {a} graph "
+                               f"scales queries by 1/sqrt({scalar}) = {scale:.6g} for {num_layers} layers of "
+                               f"head dim {head_dim}; sglite runs what llama.cpp runs, so the file is ambiguous")
+        return scale
 
     def _rope_scaling(self, context: int, rotary_dim: int, has_rope_freqs: bool) -> RopeScaling | None:
         """llama.cpp's rope metadata as a RopeScaling: linear and yarn (llama.cpp's defaults: ext_factor 1,

@@ -162,32 +162,6 @@ def with_length(fsm: CharFSM, min_len: int, max_len: int | None, limit: int) -> 
     return CharFSM(0, tuple(trans), finals)
 
 
-def from_interegular(fsm) -> CharFSM:
-    """Convert an `interegular.FSM` (character classes + anything_else) to a CharFSM."""
-    from interegular.fsm import anything_else
-    explicit: list[int] = []
-    class_points: dict[int, list[int]] = {}
-    else_class = None
-    for sym, cls in fsm.alphabet._symbol_mapping.items():
-        if sym is anything_else:
-            else_class = cls
-        else:
-            explicit.append(ord(sym))
-            class_points.setdefault(cls, []).append(ord(sym))
-    class_ranges: dict[int, list[tuple[int, int]]] = {c: points_to_ranges(p) for c, p in class_points.items()}
-    if else_class is not None:
-        class_ranges.setdefault(else_class, []).extend(complement(points_to_ranges(explicit)))
-    states = sorted(fsm.states)
-    idx = {s: i for i, s in enumerate(states)}
-    trans = []
-    for s in states:
-        pairs = []
-        for cls, t in fsm.map.get(s, {}).items():
-            pairs += [(a, b, idx[t]) for a, b in class_ranges.get(cls, [])]
-        trans.append(make_ranges(pairs))
-    return CharFSM(idx[fsm.initial], tuple(trans), {idx[s]: True for s in fsm.finals})
-
-
 def label_product(fsms: list[CharFSM], label, limit: int = 20_000) -> CharFSM:
     """Run several CharFSMs side by side (a component that dies stays dead, shown as -1; the first component
     dying kills the product). A product state is final iff `label(component states)` is not None."""

@@ -1,11 +1,9 @@
-"""Regex -> CharFSM via `interegular` (Python regex syntax), with the anchoring rules we need:
+"""Regex -> CharFSM (Python regex syntax, our own front end: regex_nfa.py), with the anchoring rules we need:
 `compile_regex` matches the whole output; JSON Schema `pattern` searches anywhere unless anchored (^...$).
 
-Classes: `\\d`, `\\w` and `\\s` are ASCII classes here ([0-9], [A-Za-z0-9_], [ \\t\\n\\r\\f\\v]). That is
-ECMA-262's reading of `\\d` and `\\w`, right for JSON Schema `pattern`; ECMA's `\\s` also takes Unicode spaces,
-and Python's `re` (compile_regex, Lark and GBNF terminals) reads all three as Unicode classes, so there `\\w+`
-refuses `日本` which `re` accepts (a known gap, tests/fuzz/test_matcher_fuzz.py: spelling `\\w` out as its 734
-ranges takes interegular 7.7 s)."""
+Classes: `compile_regex`, Lark and GBNF terminals read `\\d`, `\\w` and `\\s` as Python's `re` does (Unicode
+classes; ASCII under the (?a) flag). A JSON Schema `pattern` (`search=True`) reads them as ECMA-262 does:
+`\\d` and `\\w` ASCII, `\\s` the ASCII and Unicode spaces (unicode_classes.py)."""
 from __future__ import annotations
 
 import re
@@ -13,12 +11,15 @@ from functools import lru_cache
 
 from ..budget import CompileBudgetExceeded, current
 from ..errors import GrammarError
-from .charfsm import CharFSM, from_interegular, literal_trie
+from .charfsm import CharFSM, literal_trie
+from .regex_nfa import RegexUnsupported, build_char_fsm, parse
 from .regex_size import check_unrolled_size, literal_alternatives, positions
 
+__all__ = ["RegexUnsupported", "regex_to_char_fsm"]
 
-class RegexUnsupported(GrammarError):
-    """Valid regex syntax that the automaton builder cannot express (lookaround, backreferences, \\p{..})."""
+# the most states a regex's character automaton may have: past it the byte automaton and its token masks cost
+# more than a compile may spend (measured in the module docstring of regex_nfa.py)
+MAX_REGEX_STATES = 20_000
 
 
 def _strip_anchors(pattern: str) -> tuple[str, bool, bool]:
@@ -71,7 +72,8 @@ def _top_level_alternation(body: str) -> bool:
 
 @lru_cache(maxsize=512)
 def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
-    """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text (JSON Schema semantics)."""
+    """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text and the classes read as
+    ECMA-262's (JSON Schema semantics)."""
     if re.search(r"(?<!\\)(\\\\)*\\[pP]\{", pattern):
         raise RegexUnsupported(f"regex {pattern!r}: Unicode property classes (\\p{{..}}) are not supported")
     try:
@@ -79,8 +81,8 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     except re.error as e:
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
     budget = current()
-    if budget is not None:
-        check_unrolled_size(pattern, budget.regex_positions)
+    limit = MAX_REGEX_STATES if budget is None else max(budget.regex_positions, MAX_REGEX_STATES)
+    check_unrolled_size(pattern, limit)
     body, start, end = _strip_anchors(pattern)
     if _has_bare(body, "^$"):
         raise RegexUnsupported(f"regex {pattern!r}: anchors are only supported at the very start and end")
@@ -95,11 +97,9 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     if budget is not None and written > budget.regex_positions:
         raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {written:,} positions, past the compile budget of "
                                     f"{budget.regex_positions:,}; split it or use fewer alternatives")
-    if search:
-        body = ("" if start else r"[\s\S]*") + f"(?:{body})" + ("" if end else r"[\s\S]*")
-    import interegular
     try:
-        fsm = interegular.parse_pattern(body).to_fsm()
-    except Exception as e:  # interegular raises its own Unsupported / parse errors
-        raise RegexUnsupported(f"regex {pattern!r} uses syntax the automaton builder cannot handle: {e}") from None
-    return from_interegular(fsm)
+        tree = parse(body)
+    except re.error as e:                # an anchor stripped off a pattern that needed it, say
+        raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
+    return build_char_fsm(pattern, tree, "ecma" if search else "python", search and not start,
+                          search and not end, limit)

@@ -1,6 +1,8 @@
 """Lowering of `type: integer` and `type: number` with minimum/maximum (inclusive, exclusive, draft-04
 boolean form), multipleOf (whole or decimal steps) and the internal `$notMultipleOf` (from `not`), to one
-lexeme DFA each. Numbers under a bound or a step are written without exponent."""
+lexeme DFA each. Each is built over the plain spellings (no exponent); the exact matcher then also takes the
+exponent spellings of the same values within number_spellings' window (`1.1e1` for multipleOf 0.1, `1e+16`
+above a minimum, `1e-07` for `not integer`), and refuses those outside it. Generation mode writes plain digits."""
 from __future__ import annotations
 
 import math
@@ -13,6 +15,7 @@ from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.intersect import intersect
 from ..automata.json_numbers import (INTEGER, NUMBER, integer_range, integer_with_exponent, multiple_of_fsm,
                                      number_bound, number_range)
+from ..automata.number_spellings import with_exponents
 from ..automata.regex import regex_to_char_fsm
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
@@ -20,6 +23,7 @@ from .lowerer import Lowerer
 
 MAX_MULTIPLE_OF = 10_000     # a step in units of its last decimal place (0.25 -> 25)
 PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"     # a number without exponent
+EXP_PLAIN_STATES = 1000      # the largest plain automaton that also gets its exponent spellings
 
 
 def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -46,14 +50,13 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
             for n in nots:
                 fsm = intersect(fsm, decimal_multiple_fsm(n, 0, multiple=False))
             return lower_char_fsm(fsm, False)
-        d = sc.dfa(("mult", r, k, nots), build)
         text += (f" multipleOf {k}" if k > 1 else "") + "".join(f" not multipleOf {n}" for n in nots)
-        return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
+        return _lexeme(sc, ("mult", r, k, nots), build, text)
     if lo is None and hi is None:
         # the exact matcher takes every spelling of a whole number (1e2); generation writes plain digits
         return sc.lex_regex(INTEGER if sc.canonical else f"({INTEGER})|({integer_with_exponent()})", "integer")
     r = integer_range(ilo, ihi)
-    return sc.lex_regex(r, text) if r else sc.never()
+    return _lexeme(sc, ("numre", r), lambda: _regex_dfa(r), text) if r else sc.never()
 
 
 def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -80,22 +83,37 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
             for (m, sc_), flag in zip(parts, flags):
                 fsm = intersect(fsm, decimal_multiple_fsm(m, sc_, multiple=flag))
             return lower_char_fsm(fsm, False)
+        text += "".join(f" {'' if f else 'not '}multipleOf {float(x):g}" for x, f in zip(steps, flags))
         try:
-            d = sc.dfa(("decmult", lo, lo_excl, hi, hi_excl, tuple(zip(parts, flags))), build_steps)
+            return _lexeme(sc, ("decmult", lo, lo_excl, hi, hi_excl, tuple(zip(parts, flags))), build_steps, text)
         except OverflowError as e:
             raise UnsupportedSchemaError("multipleOf", ptr, str(e)) from None
-        text += "".join(f" {'' if f else 'not '}multipleOf {float(x):g}" for x, f in zip(steps, flags))
-        return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
     if lo is None and hi is None:
         return sc.lex_regex(NUMBER, "number")
     try:
         r = number_range(lo, lo_excl, hi, hi_excl)
     except ValueError:
         # fractional bounds: each side is a digit-by-digit comparison; intersect the two automata
-        d = sc.dfa(("numrange", lo, lo_excl, hi, hi_excl),
-                   lambda: lower_char_fsm(_range_fsm(lo, lo_excl, hi, hi_excl), False))
-        return sc.add(LexNode(d, source=text)) if not d.is_empty() else sc.never()
-    return sc.lex_regex(r, text) if r else sc.never()
+        return _lexeme(sc, ("numrange", lo, lo_excl, hi, hi_excl),
+                       lambda: lower_char_fsm(_range_fsm(lo, lo_excl, hi, hi_excl), False), text)
+    return _lexeme(sc, ("numre", r), lambda: _regex_dfa(r), text) if r else sc.never()
+
+
+def _lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
+    """The number lexeme whose plain spellings `build` makes: in the exact matcher with its exponent spellings
+    too (number_spellings.with_exponents), in generation mode as it is. Past EXP_PLAIN_STATES plain states (a
+    large multipleOf's remainders) only the plain spellings are taken: an exponent spelling is then refused."""
+    d = sc.dfa(key, build)
+    if d.is_empty():
+        return sc.never()
+    if not sc.canonical and d.num_states <= EXP_PLAIN_STATES:
+        plain = d
+        d = sc.dfa(("exp",) + key, lambda: with_exponents(plain))
+    return sc.add(LexNode(d, source=text))
+
+
+def _regex_dfa(pattern: str):
+    return lower_char_fsm(regex_to_char_fsm(pattern, False), False)
 
 
 def _range_fsm(lo, lo_excl: bool, hi, hi_excl: bool):

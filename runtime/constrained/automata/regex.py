@@ -17,8 +17,10 @@ from .regex_size import check_unrolled_size, literal_alternatives, positions
 
 __all__ = ["RegexUnsupported", "regex_to_char_fsm"]
 
-# the most states a regex's character automaton may have: past it the byte automaton and its token masks cost
-# more than a compile may spend (measured in the module docstring of regex_nfa.py)
+# the most positions a regex may have once its counted repetitions are unrolled, and the most states of its
+# character automaton: past them the byte automaton and its token masks cost more than a compile may spend
+# (a{0,20000}: about 1 s and 160 MB through GrammarCompiler). The budget's `regex_positions` bounds the
+# size as written, which the subset construction's work grows with apart from counts.
 MAX_REGEX_STATES = 20_000
 
 
@@ -81,8 +83,7 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     except re.error as e:
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
     budget = current()
-    limit = MAX_REGEX_STATES if budget is None else max(budget.regex_positions, MAX_REGEX_STATES)
-    check_unrolled_size(pattern, limit)
+    check_unrolled_size(pattern, MAX_REGEX_STATES)
     body, start, end = _strip_anchors(pattern)
     if _has_bare(body, "^$"):
         raise RegexUnsupported(f"regex {pattern!r}: anchors are only supported at the very start and end")
@@ -102,4 +103,4 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     except re.error as e:                # an anchor stripped off a pattern that needed it, say
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
     return build_char_fsm(pattern, tree, "ecma" if search else "python", search and not start,
-                          search and not end, limit)
+                          search and not end, MAX_REGEX_STATES)

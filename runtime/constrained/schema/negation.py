@@ -6,8 +6,8 @@ another kind, or of the keyword's kind that breaks it (`minimum: 3` fails as `{t
 exclusiveMaximum: 3}`). Keywords that act together (prefixItems/items, properties/additionalProperties,
 if/then/else, contains/minContains) are complemented as groups. The pieces use three internal keywords the
 lowerings honour: `$exclude` (values left out), `$notPattern` (strings matching none of the regexes),
-`$notMultipleOf` (numbers, written without exponent as bounded numbers are, that are multiples of none of the
-steps; step 1: not an integer) and `$absent` (object names that must not appear)."""
+`$notMultipleOf` (numbers that are multiples of none of the steps; step 1: not an integer) and `$absent`
+(object names that must not appear)."""
 from __future__ import annotations
 
 from typing import Any

@@ -11,8 +11,9 @@
 
 How it fits together (dependencies point up this list, never down; tests/runtime/constrained/
 test_no_import_cycles.py checks it):
-- automata/: regexes (interegular) and word sets as character automata over codepoint ranges, lowered to byte
-  DFAs (UTF-8 exact; in JSON strings every escape of a character too); JSON number-range and format regexes.
+- automata/: regexes (our front end over the stdlib parser) and word sets as character automata over codepoint
+  ranges, lowered to byte DFAs (UTF-8 exact; in JSON strings every escape of a character too); JSON
+  number-range and format regexes.
 - ir/: the grammar IR every frontend lowers to: small nodes (lexeme DFA, object, array, union) referring to
   each other by index, so $ref recursion is a cycle and big schemas stay linear; `str(grammar)` prints it.
 - schema/: JSON Schema -> IR (a regex is one lexeme node: GrammarCompiler.compile_regex).

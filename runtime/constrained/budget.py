@@ -23,7 +23,7 @@ from .errors import GrammarError
 @dataclass(frozen=True)
 class CompileBudget:
     seconds: float = 4.0            # wall time of one compile, first mask included
-    regex_positions: int = 2048     # a regex's size once its counted repetitions are unrolled (regex_size.py)
+    regex_positions: int = 2048     # a regex's size as written, each counted repetition once (regex_size.py)
     schema_values: int = 5000       # JSON values in one schema, enum members and subschemas alike (schema/size.py)
 
     def __post_init__(self) -> None:

@@ -70,7 +70,7 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
     text = _interval("number", lo, lo_excl, hi, hi_excl)
     steps = ((step,) if step is not None else ()) + tuple(_step(v, ptr) for v in s.get("$notMultipleOf", []))
     if steps:
-        # decimal steps: numbers written without exponent (as bounded numbers are), digit-wise remainders
+        # decimal steps: digit-wise remainders over the plain spellings (_lexeme adds the exponent spellings)
         parts = [decimal_step(x) for x in steps]
         for m, _ in parts:
             if m > MAX_MULTIPLE_OF:

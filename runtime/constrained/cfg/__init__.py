@@ -1,8 +1,11 @@
-"""Context-free grammars (Lark, GBNF) -> the same matcher interface as JSON Schema grammars.
+"""Context-free grammars (Lark, GBNF, structural tags) -> the same matcher interface as JSON Schema grammars.
 
     lark_to_ir / gbnf_to_ir      the frontends: grammar text -> CfgIR (cfg_ir.py: rules, terminals as byte DFAs)
+    structural_tag_to_ir         free text, triggers, begin / JSON value / end -> CfgIR (the JSON value a
+                                 Subgrammar terminal: a compiled JSON grammar reads it)
     normalize                    -> the same language without empty alternatives or left recursion
-    CfgParser                    top-down over lexemes, every choice kept (a set of stacks of ints)
+    CfgParser                    top-down over lexemes, every choice kept (a set of stacks of ints, a
+                                 subgrammar's own stack on top as `Inside`)
     CfgMasks                     token masks per stack from the vocabulary trie walks, cached
     CfgGrammar                   the shared compiled grammar; `matcher()` is parser/matcher.py's GrammarMatcher
 Depends on automata/, vocab/, parser/ (the matcher) and errors.py."""

@@ -8,6 +8,7 @@ whose cores all run torch's threads, a busy extra thread stalls every parallel o
 waits for its descheduled worker), so there "auto" builds the masks inline instead."""
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Sequence
 
@@ -27,10 +28,13 @@ class GrammarMasks:
 
     @staticmethod
     def build(reqs: Sequence[Req], vocab_size: int) -> "GrammarMasks":
+        """Adds the seconds each request's mask took to its `grammar_s` (the Scheduler's fair share reads it)."""
         bitmask = torch.zeros((len(reqs), (vocab_size + 31) // 32), dtype=torch.int32)
         for j, r in enumerate(reqs):
+            t0 = time.perf_counter()
             budget = r.remaining_new_tokens if r.params.close_at_budget else None
             r.matcher.fill_next_token_bitmask(bitmask, j, budget=budget)
+            r.grammar_s += time.perf_counter() - t0
         return GrammarMasks(reqs, bitmask)
 
     def rows_for(self, reqs: Sequence[Req]) -> torch.Tensor | None:

@@ -96,6 +96,8 @@ class Req:
         # sampling state
         self.generator = generator
         self.matcher = matcher                  # grammar matcher (runtime.constrained) or None
+        self.grammar_s = 0.0                    # seconds its grammar work (masks, jump-forward) took in its latest
+                                                # step: the Scheduler resets it, grammar_masks / grammar_backend add
         self.stop_checker = stop_checker        # StopChecker: output text and stop strings
         self.token_counts: torch.Tensor | None = None   # [V] output-token counts, only with penalties
         self.prompt_mask: torch.Tensor | None = None    # [V] bool, prompt tokens, only with repetition_penalty

@@ -5,6 +5,15 @@ admitted requests plus the next chunk of a long prompt, within a token budget an
 (mixed mode). With mixing off, prefill and decode steps alternate while both have work. Short of memory, the
 newest requests are retracted and re-queued; they resume later from the prefix cache.
 
+Fair share of grammar work: a request whose grammar work (its mask, its jump-forward) took more than
+SLOW_GRAMMAR_S in its latest step is slow. A step takes slow requests (fewest passes first) only up to
+SLOW_STEP_GRAMMAR_S of their latest grammar time, at least one, so that a request arriving meanwhile waits for no
+long step but one request's work. A step with slow requests in it, taken while other requests waited (running ones that are not
+slow, or queued ones), owes their grammar time: the following steps leave the slow requests out until as much
+step time again has gone to the others. So another request's grammar, however expensive, takes at most half of the engine's
+time from a request that has none (plus a step), and the slow ones still progress. Which steps a request is in
+does not change its tokens (batch invariance).
+
 The Scheduler drives the drafter (propose before a decode, feedback and step timing after it) and, at the end of
 each step, has the KVManager advance every request's K/V and release the finished ones.
 """
@@ -29,6 +38,9 @@ LPM_MAX_QUEUE = 128  # beyond this many waiting requests, LPM sorting costs more
 # a mixed step pads every decode row to the longest prefill chunk (torch attention backend): mix only while
 # decode rows x longest chunk stays under this many query rows, else prefill alone and decode the next step
 MIX_PAD_ROWS = 4096
+# a request whose grammar work in its latest step took longer than this (seconds) is slow: see the fair share above
+SLOW_GRAMMAR_S = 0.005
+SLOW_STEP_GRAMMAR_S = 0.25  # one step's share of slow grammar work (seconds, as last measured per request)
 
 
 class Scheduler:
@@ -42,6 +54,8 @@ class Scheduler:
         self._last_was_prefill = False
         self._skipped_decode = False
         self._step_started = 0.0            # perf_counter() when the current step's schedule() began
+        self.grammar_debt = 0.0             # seconds of steps with slow-grammar requests owed to the others
+        self._sitting_out: set[Req] = set()   # slow-grammar requests this step leaves out (fair share)
         self.num_retractions = 0
 
     # --- queue -----------------------------------------------------------------------------------------------
@@ -93,6 +107,7 @@ class Scheduler:
         prefills admitted requests, unless padding decode rows to a long chunk would cost more than it saves;
         then that prefill runs alone and the next step decodes. Without mixing, the two kinds alternate."""
         self._step_started = time.perf_counter()
+        self._sitting_out = self._slow_to_leave_out()
         want_prefill = bool(self.waiting or self.chunked)
         mixed = self.config.enable_mixed_batch and self.config.chunked_prefill_size != -1
         if want_prefill and self.running and not mixed and self._last_was_prefill:
@@ -111,8 +126,12 @@ class Scheduler:
             for r in decode.reqs:
                 r.spec.draft = []
             decode, self._skipped_decode = None, True
+        if prefill is None and decode is None and self._sitting_out:
+            self._sitting_out = set()   # nothing else could be scheduled: the slow ones run after all
         if prefill is None and decode is None and self.running:
             decode = self._schedule_decode()
+        for r in (prefill.reqs if prefill else []) + (decode.reqs if decode else []):
+            r.grammar_s = 0.0   # this step's grammar work is added by the masks and jump-forward
         self._last_was_prefill = prefill is not None
         if prefill is None or decode is None:
             return prefill or decode
@@ -192,19 +211,40 @@ class Scheduler:
     def _decode_reserve(self, req: Req) -> int:
         return int(min(req.remaining_new_tokens, DECODE_RESERVE_CAP) * DECODE_RESERVE_RATIO)
 
+    def _slow_to_leave_out(self) -> set[Req]:
+        """The running slow-grammar requests this step leaves out: all of them while grammar time is owed and
+        some other request waits for a step, else those past the step's share (fewest passes go first)."""
+        slow = [r for r in self.running if r.grammar_s > SLOW_GRAMMAR_S]
+        if not slow:
+            return set()
+        if self.grammar_debt > 0 and (len(slow) < len(self.running) or self.waiting or self.chunked):
+            return set(slow)
+        slow.sort(key=lambda r: r.decode_passes)   # stable: admission order among equals
+        taken, spent = 1, slow[0].grammar_s
+        while taken < len(slow) and spent + slow[taken].grammar_s <= SLOW_STEP_GRAMMAR_S:
+            spent += slow[taken].grammar_s
+            taken += 1
+        return set(slow[taken:])
+
+    def _decoding(self) -> list[Req]:
+        return [r for r in self.running if r not in self._sitting_out] if self._sitting_out else list(self.running)
+
     def _schedule_decode(self) -> ScheduledBatch | None:
-        """Slots for every running request's pending tokens and draft. Short of memory, drops the drafts, then
-        retracts the newest requests: a half-prefilled chunked request first, then running ones, newest first
-        (one always survives)."""
+        """Slots for the pending tokens and draft of every running request not sitting out (fair share). Short
+        of memory, drops the drafts, then retracts the newest requests: a half-prefilled chunked request first,
+        then running ones, newest first (one always survives). None if every running request sits out."""
+        if not self._decoding():
+            return None
         if self.drafter is not None:
-            self.drafter.propose_all(self.running)
+            self.drafter.propose_all(self._decoding())
         while True:
-            need = sum(r.num_pending + len(r.spec.draft) for r in self.running)
+            reqs = self._decoding()
+            need = sum(r.num_pending + len(r.spec.draft) for r in reqs)
             slots = self.kv.alloc(need)
             if slots is not None:
                 break
-            if any(r.spec.draft for r in self.running):
-                for r in self.running:
+            if any(r.spec.draft for r in reqs):
+                for r in reqs:
                     r.spec.draft = []
             elif self.chunked is not None:
                 self._retract(self.chunked)
@@ -213,7 +253,9 @@ class Scheduler:
                 self._retract(self.running.pop())
             else:
                 raise RuntimeError(f"KV pool too small for one request ({self.running[0]}); raise max_total_tokens")
-        return ScheduledBatch(list(self.running), [r.num_pending + len(r.spec.draft) for r in self.running], slots, 0)
+        if not reqs:   # every request that was to decode was retracted
+            return None
+        return ScheduledBatch(reqs, [r.num_pending + len(r.spec.draft) for r in reqs], slots, 0)
 
     def _retract(self, req: Req) -> None:
         """Preempts req: its computed K/V goes to the cache (evictable), it re-queues at the front and later
@@ -255,7 +297,23 @@ class Scheduler:
                     self.running.append(r)
         if finished:
             self.running = [r for r in self.running if not r.finished]
+        self._settle_grammar_debt(batch)
         return finished
+
+    def _settle_grammar_debt(self, batch: ScheduledBatch) -> None:
+        """Fair share: a step with slow-grammar requests in it, while others wait, adds their grammar time (at
+        most the step's) to the debt; a step that left them out pays its time back. With nobody waiting beside
+        slow requests nothing is owed."""
+        waiting_others = self.waiting or self.chunked or any(r.grammar_s <= SLOW_GRAMMAR_S for r in self.running)
+        if not waiting_others:
+            self.grammar_debt = 0.0
+            return
+        took = time.perf_counter() - self._step_started
+        slow_s = sum(r.grammar_s for r in batch.reqs if r.grammar_s > SLOW_GRAMMAR_S)
+        if slow_s:
+            self.grammar_debt += min(took, slow_s)
+        elif self._sitting_out:
+            self.grammar_debt = max(0.0, self.grammar_debt - took)
 
 
 def _common_prefix_len(a: list[int], b: list[int]) -> int:

@@ -102,13 +102,20 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
 def _lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
     """The number lexeme whose plain spellings `build` makes: in the exact matcher with its exponent spellings
     too (number_spellings.with_exponents), in generation mode as it is. Past EXP_PLAIN_STATES plain states (a
-    large multipleOf's remainders) only the plain spellings are taken: an exponent spelling is then refused."""
+    large multipleOf's remainders), or where the spellings' automaton would pass its state limit, only the
+    plain spellings are taken: an exponent spelling is then refused, never accepted unchecked."""
     d = sc.dfa(key, build)
     if d.is_empty():
         return sc.never()
     if not sc.canonical and d.num_states <= EXP_PLAIN_STATES:
         plain = d
-        d = sc.dfa(("exp",) + key, lambda: with_exponents(plain))
+
+        def spelled():
+            try:
+                return with_exponents(plain)
+            except OverflowError:
+                return plain
+        d = sc.dfa(("exp",) + key, spelled)
     return sc.add(LexNode(d, source=text))
 
 

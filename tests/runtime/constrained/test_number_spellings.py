@@ -165,3 +165,12 @@ def test_with_exponents_agrees_with_decimal_values(name):
         for text in _random_spellings(1500):
             expected = ok(Decimal(text)) and _in_window(text)
             assert dfa.match(text.encode()) == expected, (name, text, expected)
+
+
+def test_past_the_state_limit_only_plain_spellings(tokenizer, monkeypatch):
+    """Where the spellings' automaton would pass its limit, the lexeme keeps its plain spellings: the exponent
+    spelling is refused (not accepted unchecked, not an error)."""
+    from sglite.runtime.constrained import GrammarCompiler
+    monkeypatch.setattr(ns, "MAX_STATES", 5)
+    g = GrammarCompiler(tokenizer).compile_json_schema(MULT_01)
+    assert _accepts(g, "11") and _accepts(g, "1.1") and not _accepts(g, "1.1e1")

@@ -146,8 +146,11 @@ class CfgMasks:
         cache = self.index.derived_cache("cfg_holding")
         hit = cache.get(follow)
         if hit is None:
-            tb = self.index.token_bytes
-            hit = [t for t in self.index.text_tokens if any(b in tb[t][1:] for b in follow)]
+            index = self.index
+            at = np.flatnonzero(np.isin(index.tok_data, np.fromiter(follow, np.uint8, len(follow))))
+            tok = np.searchsorted(index.tok_off, at, side="right") - 1     # the token each byte is in
+            tok = np.unique(tok[at != index.tok_off[tok]])                 # past its first byte
+            hit = tok[index.is_text[tok]].tolist()
             with self._lock:
                 if len(cache) > 256:
                     cache.clear()

@@ -17,7 +17,7 @@ from typing import NamedTuple
 from ..errors import GrammarError
 from .cfg_ir import CfgIR, Subgrammar
 
-Stack = tuple   # tuple[int, ...]
+Stack = tuple   # tuple[int, ...], an Inside on top where a subgrammar is being read
 _CACHE_LIMIT = 65_536
 _MAX_STACKS = 20_000       # stacks alive at once; past this the grammar is too ambiguous to run
 

@@ -5,9 +5,9 @@ tokens and logprobs are the same bits whatever other requests share its forward 
 chunked, and whether its prefix is computed or read from the prefix cache. It holds when
   1. every projection computes a row the same whatever other rows share its call: our W4A8/W8A8 kernels by
      construction; torch's kernels as measured (min_independent_rows below). A layer that only ever sees prefill
-     rows (a SizedLinear's large one) may be padded up to the row count from which it is (PaddedRows), or, where
-     no count is (AMX's bfloat16 matmul picks its kernel by the call's row count), always called in tiles of one
-     fixed row count (RowTiles, fixed_tile_rows);
+     rows (a SizedLinear's large one) may be padded up to the row count from which it is, longer calls split into
+     calls no longer than the probe compared (PaddedRows), or, where no count is (AMX's bfloat16 matmul picks its
+     kernel by the call's row count), always called in tiles of one fixed row count (RowTiles, fixed_tile_rows);
   2. the attention backend computes each row alone (the torch backend on the CPU does: row_invariant);
   3. the rest of the layer is per-row arithmetic (norms, rotary, activations), which it is.
 A layer that decodes and is not row-independent at every row count makes the property impossible: the engine
@@ -20,8 +20,14 @@ import torch
 from .linear import Linear, RefinedHead, SizedLinear, W4A8Linear, W8A8Linear, _into, describe
 
 
-PROBE_ROWS = tuple(range(1, 17)) + (20, 24, 31, 33, 40)   # row counts compared against one call of PROBE_TOTAL
-PROBE_TOTAL = 64
+# Row counts compared against one call of PROBE_TOTAL rows: every count up to 16 (where kernels switch paths for
+# small calls), then a spread up to PROBE_TOTAL, since the engine's prefill calls are large (a chunk of up to 2048
+# rows, with decode rows beside it): on an AMX Xeon with torch 2.13 the float32 matmul of a [576 x 1536] weight
+# gives a row the bits of a 2048-row call in calls of 16-32 rows and other bits in calls of 63-128; its bfloat16
+# matmul agrees with a 2048-row call at 1-32 rows and from a few hundred on, and differs between. A probe against
+# one 64-row call compares none of the counts a long chunk is computed at.
+PROBE_ROWS = tuple(range(1, 17)) + (20, 24, 31, 33, 40, 63, 64, 65, 100, 128, 200, 256, 384, 511)
+PROBE_TOTAL = 512       # the most rows a padded layer is called with: PaddedRows splits larger calls
 PREFILL_MIN_ROWS = 16   # prefill-only layers are called with at least this many rows under batch invariance
 _probed: dict[tuple, int | None] = {}   # (class, dtype, out, in, digits) -> min_independent_rows
 
@@ -40,12 +46,14 @@ def leaf_roles(layer) -> list[tuple[Linear, bool]]:
 
 def min_independent_rows(layer) -> int | None:
     """The fewest rows a call of `layer` must have for each row to come out the same bits whatever other rows
-    share the call (1: any call), or None when no count up to 16 does. Our W4A8 kernel: 1, by construction (a
-    row's arithmetic is the same in any group of rows; tests/kernels). torch's kernels: measured, once per
-    process for each class, dtype, shape and digits, on rows 1-16 (and a few more) against one 64-row call. On
-    an AVX-512 Zen 4 with torch 2.13 its float32 matmul took other paths below 12 rows; its bfloat16 one once gave
-    a single row of a [576 x 1536] weight other bits and in later processes did not, so a probe that passes is
-    evidence, not proof (the engine pads prefill-only layers anyway: PREFILL_MIN_ROWS)."""
+    share the call (1: any call), or None when no count up to 16 does. Our W4A8/W8A8 kernels: 1, by construction
+    (a row's arithmetic is the same in any group of rows; tests/kernels). torch's kernels: measured, once per
+    process for each class, dtype, shape and digits, on the counts of PROBE_ROWS, each at the start and the end
+    of one PROBE_TOTAL-row call, against that call: a padded layer is never called with more rows (PaddedRows),
+    so every call the engine makes lies in the range compared. On an AVX-512 Zen 4 with torch 2.13 the float32
+    matmul took other paths below 12 rows; its bfloat16 one once gave a single row of a [576 x 1536] weight
+    other bits and in later processes did not, so a probe that passes is evidence, not proof (the engine pads
+    prefill-only layers anyway: PREFILL_MIN_ROWS)."""
     if isinstance(layer, (W4A8Linear, W8A8Linear)):
         return 1
     key = (type(layer).__name__, layer.dtype, layer.out_features, layer.in_features, getattr(layer, "digits", 0))
@@ -53,8 +61,12 @@ def min_independent_rows(layer) -> int | None:
         g = torch.Generator().manual_seed(0)
         x = torch.randn(PROBE_TOTAL, layer.in_features, generator=g).to(layer.dtype)
         full = layer(x)
-        bad = [m for m in PROBE_ROWS
-               if not all(torch.equal(layer(x[a:a + m]), full[a:a + m]) for a in (0, PROBE_TOTAL - m))]
+        bad = []
+        for m in PROBE_ROWS:
+            if not all(torch.equal(layer(x[a:a + m]), full[a:a + m]) for a in (0, PROBE_TOTAL - m)):
+                bad.append(m)
+                if m >= 16:     # no padding helps: settled
+                    break
         _probed[key] = 1 if not bad else max(bad) + 1 if max(bad) < 16 else None
     return _probed[key]
 
@@ -105,8 +117,10 @@ class RowTiles:
 
 
 class PaddedRows:
-    """`inner` called with at least `min_rows` rows (zero rows added, their results dropped): where a kernel
-    computes a row alike in every call of that many rows or more, and otherwise below (min_independent_rows)."""
+    """`inner` called with at least `min_rows` and at most PROBE_TOTAL rows (zero rows added, their results
+    dropped; a longer call split into calls of PROBE_TOTAL rows and one of the rest): where a kernel computes a
+    row alike in every call of that many rows or more, and otherwise below (min_independent_rows, which compares
+    calls up to PROBE_TOTAL rows)."""
 
     def __init__(self, inner: Linear, min_rows: int):
         self.inner, self.min_rows = inner, min_rows
@@ -115,8 +129,11 @@ class PaddedRows:
     def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
                  ) -> torch.Tensor:
         n = x.shape[0]
-        if n >= self.min_rows or n == 0:
+        if self.min_rows <= n <= PROBE_TOTAL or n == 0:
             return self.inner(x, decode_from, out=out)
+        if n > PROBE_TOTAL:
+            y = torch.cat([self(x[a:a + PROBE_TOTAL]) for a in range(0, n, PROBE_TOTAL)])
+            return _into(y, out)
         padded = torch.cat([x, x.new_zeros(self.min_rows - n, x.shape[1])])
         return _into(self.inner(padded, decode_from)[:n], out)
 

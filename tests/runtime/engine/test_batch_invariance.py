@@ -1,7 +1,8 @@
 """Batch invariance (EngineConfig.batch_invariant, on by default on the CPU): a request's tokens and logprobs are
 the same bits whatever shares its steps, however its prompt is chunked, and whether its prefix comes from the
 cache. Checked against the same requests run one at a time, and shown to be a real property: with it off, the
-same comparison finds differences (SDPA's prefill and the shared-prefix cascade)."""
+same comparison finds differences (SDPA's prefill and the shared-prefix cascade). The default model with default
+settings: tests/runtime/test_batch_invariance_real_model.py."""
 from __future__ import annotations
 
 import pytest
@@ -201,42 +202,37 @@ def test_a_prefill_layer_is_padded_to_the_rows_it_needs():
     out = torch.empty(2, 32, dtype=torch.bfloat16)
     assert sized(x[:2], out=out) is out and torch.equal(out, large(torch.cat([x[:2], x.new_zeros(2, 64)]))[:2])
 
+    # a call longer than the probe compared is made as calls of PROBE_TOTAL rows and one of the rest (padded)
+    from sglite.runtime.batch_invariance import PROBE_TOTAL
+    calls = []
 
-@pytest.fixture(scope="module")
-def auto_model():
-    from sglite.runtime.model import load_model
-    return load_model(weights="auto")
+    class Counting(DenseLinear):
+        def __call__(self, x, decode_from=None, out=None):
+            calls.append(x.shape[0])
+            return super().__call__(x, out=out)
+
+    counting = PaddedRows(Counting(large.weight), 4)
+    big = torch.randn(2 * PROBE_TOTAL + 2, 64, generator=g).bfloat16()
+    y = counting(big)
+    assert calls == [PROBE_TOTAL, PROBE_TOTAL, 4] and y.shape == (2 * PROBE_TOTAL + 2, 32)
+    assert torch.equal(y[:PROBE_TOTAL], large(big[:PROBE_TOTAL]))
 
 
-def test_real_model_batch_is_the_lone_run_bit_for_bit(auto_model):
-    """The default model in the formats the engine picks on this machine: prompts sharing a prefix, chunked and
-    batched, give each request the logprobs of its lone run (the tiny model missed that a bfloat16 [576 x 1536]
-    matmul takes another path for one row). The property must hold for every reduced plan: on AMX, whose bf16
-    matmul no row count makes row-independent, prefill layers run in fixed tiles of rows (RowTiles); only a
-    plan that decodes in fp32 may go without it, and the engine then says so."""
-    from sglite.runtime.engine import Engine
-    from sglite.runtime.batch_invariance import fixed_tile_rows, leaf_roles, min_independent_rows
+def test_the_probe_sees_a_kernel_that_changes_path_at_large_calls():
+    """The engine's prefill calls are large (a chunk of up to 2048 rows), and torch's matmuls take other paths at
+    other row counts (on an AMX Xeon, float32 rows of a [576 x 1536] weight differ between calls of 63-128 rows
+    and of 2048). A kernel alike up to 64 rows that takes another path from 100 rows on passed the probe when it
+    compared counts up to 40 against one 64-row call; it is found out now (and then runs in fixed tiles)."""
+    from sglite.runtime.batch_invariance import fixed_tile_rows, min_independent_rows
+    from sglite.runtime.linear import DenseLinear
 
-    real_model = auto_model
-    tok = real_model.tokenizer
-    head = "You extract figures from reports. " * 24
-    prompts = [tok.encode(head + f"Report {i}: revenue rose {3 * i + 1}% to {40 + 7 * i} million in Q{i % 4 + 1}.")
-               for i in range(6)]
-    sp = {"temperature": 0, "max_new_tokens": 8, "ignore_eos": True}
-    opts = dict(chunked_prefill_size=128, max_total_tokens=8192)
-    possible = all((rows := min_independent_rows(leaf)) == 1 or (not decodes and (rows is not None
-                                                                                    or fixed_tile_rows(leaf)))
-                   for layer in real_model.net.linears() for leaf, decodes in leaf_roles(layer))
-    assert possible or real_model.net.plan.small == "fp32", f"plan {real_model.net.plan} loses batch invariance"
-    with Engine(real_model, **opts) as e:
-        assert e.get_stats()["batch_invariant"] is possible
-        if not possible:    # e.g. an fp32 plan: a decode projection takes other paths on small calls
-            return
-        alone = outputs([e.generate(input_ids=p, sampling_params=sp, return_logprob=True) for p in prompts])
-    with Engine(real_model, **opts) as e:
-        together = outputs(e.generate(input_ids=prompts, sampling_params=sp, return_logprob=True))
-    for i, (a, t) in enumerate(zip(alone, together)):
-        assert a == t, f"prompt {i}"
+    class LargeCallPath(DenseLinear):
+        def __call__(self, x, decode_from=None, out=None):
+            y = super().__call__(x)
+            return y + 0.25 if x.shape[0] >= 100 else y
+
+    layer = LargeCallPath(torch.randn(48, 64, generator=torch.Generator().manual_seed(3)).bfloat16())
+    assert min_independent_rows(layer) is None and fixed_tile_rows(layer) == 64
 
 
 def test_bad_values_are_named(make_engine):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 try:                                     # Python 3.11+
     import re._constants as sre
@@ -100,6 +99,11 @@ class Lowering:
             return start, end
         if op in _REPEATS:
             return self.repeat(av, flags)
+        if op in (sre.ASSERT, sre.ASSERT_NOT) and not av[1]:   # (?!) matches nothing, (?=) the empty string
+            start, end = self.nfa.new(), self.nfa.new()
+            if op is sre.ASSERT:
+                self.nfa.eps[start].append(end)
+            return start, end
         self.refuse(_UNSUPPORTED.get(op, str(op).lower()))
 
     def repeat(self, av, flags: int) -> tuple[int, int]:
@@ -127,7 +131,7 @@ class Lowering:
         nfa.eps[end].append(out)
         return start, out
 
-    def chain(self, span: Span, lo: int, hi: Optional[int]) -> tuple[int, int]:
+    def chain(self, span: Span, lo: int, hi: int | None) -> tuple[int, int]:
         """`span` read lo to hi times (hi None: unbounded): one state per count, the range tuple shared."""
         nfa = self.nfa
         start = end = nfa.new()
@@ -149,7 +153,7 @@ class Lowering:
         nfa.eps[end].append(out)
         return start, out
 
-    def counted_class(self, items, flags: int) -> Optional[tuple[Span, int, Optional[int]]]:
+    def counted_class(self, items, flags: int) -> tuple[Span, int, int | None] | None:
         """(class, lo, hi) when `items` match exactly the strings of one character class repeated lo..hi times
         (hi None: unbounded), else None. Nested counts combine while their lengths stay contiguous."""
         if len(items) != 1:
@@ -169,10 +173,9 @@ class Lowering:
         span, a, b = inner
         if b == 0 or n == 0:
             return span, 0, 0
-        if n is None or m < n:
-            # lengths are the union over k in [m, n] of [k*a, k*b]; contiguous iff the first gap closes
-            if not (a <= 1 if m == 0 else (b is None or a - 1 <= m * (b - a))):
-                return None
+        # lengths are the union over k in [m, n] of [k*a, k*b]; contiguous iff the first gap closes
+        if (n is None or m < n) and not (a <= 1 if m == 0 else (b is None or a - 1 <= m * (b - a))):
+            return None
         return span, m * a, None if (n is None or b is None) else n * b
 
     def charset(self, op, av, flags: int) -> Span:

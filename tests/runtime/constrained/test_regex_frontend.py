@@ -66,6 +66,13 @@ def test_refusals_name_the_construct(pattern, construct):
         regex_to_char_fsm(pattern)
 
 
+def test_empty_lookarounds_are_the_empty_set_and_the_empty_string():
+    # (?!) is how number-range regexes spell "no number" (json_numbers.py)
+    assert not regex_to_char_fsm("(?!)").matches("") and not regex_to_char_fsm("(?!)").matches("a")
+    assert regex_to_char_fsm("a(?!)|b").matches("b") and not regex_to_char_fsm("a(?!)|b").matches("a")
+    assert regex_to_char_fsm("a(?=)b").matches("ab")
+
+
 def test_malformed_regex_is_a_grammar_error():
     with pytest.raises(GrammarError, match="invalid regex"):
         regex_to_char_fsm("a{2,1}")

@@ -4,9 +4,9 @@ A plan names a format for decode rows (few per pass, bound by reading the weight
 (many per pass, bound by arithmetic); each request's tokens go through the format of their phase whatever shares
 the batch, so greedy outputs do not depend on batch composition. `"auto"` checks the CPU's features and times
 matmuls of the model's own shapes in each format (about three seconds), once per machine, thread count, model
-shape and build of the CPU kernels (kernel_builds): the result is cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is
-assumed from flags alone where the machine can be measured: an AVX2-only CPU emulates bf16 and loses, and the
-measurement shows it.
+shape and build of the CPU kernels (kernel_builds): the result is cached in `$SGLITE_CACHE` (default
+`~/.cache/sglite`) / `weight_plans_v3.json`. Nothing is assumed from flags alone where the machine can be
+measured: an AVX2-only CPU emulates bf16 and loses, and the measurement shows it.
 
 The plan is a stable function of the machine and the model, decided once and kept: every process reads the cached
 choice, and the first one to decide holds a lock on the cache while it does, so concurrent processes wait for its

@@ -44,7 +44,8 @@ def test_a_rebuilt_w8a8_kernel_decides_again(tmp_path, monkeypatch):
     or layout, hence its build) is measured anew, as the W4A8 kernel's is; so is its loss."""
     monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
     measured = []
-    monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (measured.append(1), (WeightPlan("w4a16", "bf16"), {}))[1])
+    monkeypatch.setattr(wp, "measure_weight_plan",
+                        lambda *a: (measured.append(1), (WeightPlan("w4a16", "bf16"), {}))[1])
     monkeypatch.setattr(wp, "_busy", lambda: None)
     monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
     monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")

@@ -180,7 +180,7 @@ _far_spelling = st.builds(lambda sign, d, z, x: f"{sign}{d}{z}e{x:+03d}", st.sam
                           st.sampled_from("0125"), st.sampled_from(["", ".0"]), st.integers(-20, 21))
 
 
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=150)
 @given(schema=_number_schemas(), data=st.data())
 def test_number_spellings_agree_with_jsonschema(fuzz_compiler, schema, data):
     g = _compile(fuzz_compiler.compile_json_schema, schema)

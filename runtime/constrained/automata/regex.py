@@ -18,10 +18,10 @@ from .regex_size import check_unrolled_size, literal_alternatives, positions
 __all__ = ["RegexUnsupported", "regex_to_char_fsm"]
 
 # the most positions a regex may have once its counted repetitions are unrolled, and the most states of its
-# character automaton: past them the byte automaton and its token masks cost more than a compile may spend
-# (a{0,20000}: about 1 s and 160 MB through GrammarCompiler). The budget's `regex_positions` bounds the
-# size as written, which the subset construction's work grows with apart from counts.
-MAX_REGEX_STATES = 20_000
+# character automaton: past them the byte automaton costs more than a compile may spend (through
+# GrammarCompiler on a busy 2-core machine a{0,10000} takes about 0.8 s, a{0,20000} 1.2 to 2.1 s and 160 MB).
+# The budget's `regex_positions` bounds the size as written, which the subset construction grows with.
+MAX_REGEX_STATES = 10_000
 
 
 def _strip_anchors(pattern: str) -> tuple[str, bool, bool]:

@@ -300,6 +300,16 @@ def build_char_fsm(pattern: str, body, reading: str, search_start: bool, search_
     NFA or DFA states."""
     nfa = NFA(4 * limit, [], [])
     low = Lowering(nfa, reading, pattern)
+    single = None if search_start or search_end else low.counted_class(list(body), body.state.flags)
+    if single is not None:               # one class counted: the DFA is the chain itself
+        span, lo, hi = single
+        n = lo + 1 if hi is None else hi + 1
+        if n > limit + 1:
+            raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: its automaton passes {limit:,} states, the most "
+                                        "a regex may build; use smaller counts or fewer alternatives")
+        trans = [tuple((a, b, i + 1) for a, b in span) for i in range(n - 1)]
+        trans.append(tuple((a, b, n - 1) for a, b in span) if hi is None else ())
+        return CharFSM(0, tuple(trans), {i: True for i in range(lo, n)})
     try:
         start, end = low.seq(body, body.state.flags)
         if search_start:

@@ -8,12 +8,18 @@ the engine is idle and the KV pool is back to its idle size (nothing leaked). Pr
     python bench/serve_load.py --url http://127.0.0.1:30000   # an already running server
     python bench/serve_load.py --model default --pathological --server-args "--num-threads 1"
 
-`--pathological`: plain chat requests one at a time, alone and then beside pathological ones sent together (seven
-chats whose response_format asks for an array of minItems 1000000007 + i, /generate with regex b{0,6000}, and
-regexes and schemas whose compile used to run for tens of seconds). Prints the plain requests' latency (p50/p95)
-both ways, each pathological request's status and time (200 or 400 within 5 s is the target), and the server's
-memory before and after. Targets: plain latency under load within 2x its usual plus 1 s; memory back within
-300 MB.
+`--pathological`: two scenarios, one after the other on the same server. In each, plain chat requests one at a time,
+alone and then beside pathological ones sent together:
+  - "8 pathological": a chat whose response_format asks for an array of minItems 1000000007, /generate with regex
+    b{0,6000}, and six of the constraints below (the counted repetitions, minItems 10**9); the target
+    names eight;
+  - "18 pathological": seven such chats (minItems 1000000007 + i), /generate with regex b{0,6000}, and every
+    regex and schema whose compile used to run for tens of seconds (counted repetitions, minItems 10**9,
+    maximum 10**1000, anyOf nested 16 deep, an enum of 10,000 strings, a GBNF of 2,000 alternatives).
+The second scenario's numbers and words are shifted by 100, so it finds no grammar the first one compiled.
+Prints, per scenario, the plain requests' latency (p50/p95) alone and beside the pathological ones with the
+target computed from the same run (p95 beside <= 2 x p95 alone + 1 s), each pathological request's status and
+time (200 or 400 within 5 s is the target), and the server's memory before and after (back within 300 MB).
 
 No peer column: there is no SGLang/vLLM server on this machine to run the same load against.
 """
@@ -221,12 +227,18 @@ async def run_load(url: str, num_requests: int = 200, concurrency: int = 200, ab
     return report
 
 
-def pathological_requests() -> list[tuple[str, dict]]:
-    """(route, body) of requests whose grammar would stall a server that compiled without budgets."""
+def pathological_requests(count: int = 18, salt: int = 0) -> list[tuple[str, dict]]:
+    """(route, body) of requests whose grammar would stall a server that compiled without budgets: 18 (seven
+    chats, then /generate ones), or 8 (one chat, then the first seven /generate ones). `salt` shifts their numbers,
+    so that each scenario compiles grammars of its own."""
+    chats = 7 if count == 18 else 1
+    if count not in (8, 18):
+        raise ValueError(f"the pathological scenarios have 8 or 18 requests, not {count}")
     reqs = [("/v1/chat/completions", {"messages": [{"role": "user", "content": "List numbers."}], "max_tokens": 8,
                                       "response_format": {"type": "json_schema", "json_schema": {
-                                          "name": "a", "schema": {"type": "array", "minItems": 1000000007 + i}}}})
-            for i in range(7)]
+                                          "name": "a", "schema": {"type": "array",
+                                                                  "minItems": 1000000007 + salt + i}}}})
+            for i in range(chats)]
     gen = {"text": "Say b:", "sampling_params": {"max_new_tokens": 8, "temperature": 0}}
 
     def with_(**kw) -> dict:
@@ -237,10 +249,10 @@ def pathological_requests() -> list[tuple[str, dict]]:
     reqs += [("/generate", with_(regex=r)) for r in
              ["b{0,6000}", "a{0,5000}", "a{0,20000}", "a{0,100000}", r"[\s\S]{0,100000}", "(a{1,100}){1,100}"]]
     reqs += [("/generate", with_(json_schema=json.dumps(s))) for s in
-             [{"type": "array", "minItems": 10 ** 9}, {"type": "integer", "maximum": 10 ** 1000}, nested,
-              {"enum": [f"word{i}" for i in range(10_000)]}]]
-    reqs.append(("/generate", with_(ebnf="root ::= " + " | ".join(f'"w{i}"' for i in range(2000)))))
-    return reqs
+             [{"type": "array", "minItems": 10 ** 9 + salt}, {"type": "integer", "maximum": 10 ** 1000 + salt},
+              nested, {"enum": [f"word{i + salt}" for i in range(10_000)]}]]
+    reqs.append(("/generate", with_(ebnf="root ::= " + " | ".join(f'"w{i + salt}"' for i in range(2000)))))
+    return reqs[:count]
 
 
 def _label(route: str, body: dict) -> str:
@@ -278,7 +290,55 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q / 100 * (len(xs) - 1))))]
 
 
+@dataclass
+class Scenario:
+    name: str
+    alone: list[float]
+    beside: list[float]
+    answers: list[tuple[str, int, float]]
+    rss: tuple[float, float]
+
+    @property
+    def target(self) -> float:
+        return 2 * _pct(self.alone, 95) + 1.0
+
+    @property
+    def met(self) -> bool:
+        return _pct(self.beside, 95) <= self.target
+
+    @property
+    def answered(self) -> bool:
+        return all(s in (200, 400) and t <= 5.0 for _, s, t in self.answers)
+
+    @property
+    def memory_ok(self) -> bool:
+        return not self.rss[1] - self.rss[0] > 300
+
+
 async def run_pathological(url: str, model: str, pid: int | None, plain: int = 6) -> int:
+    scenarios = [await _scenario(url, model, pid, count, salt, plain) for count, salt in ((8, 0), (18, 100))]
+    print("| scenario | plain alone p50 / p95 (s) | plain beside p50 / p95 (s) | target: 2 x p95 alone + 1 (s) "
+          "| target | pathological answered (200/400) within 5 s | RSS before -> after (MB) |\n"
+          "|---|---|---|---|---|---|---|")
+    for sc in scenarios:
+        print(f"| {sc.name} | {_pct(sc.alone, 50):.2f} / {_pct(sc.alone, 95):.2f} | {_pct(sc.beside, 50):.2f} / "
+              f"{_pct(sc.beside, 95):.2f} | {sc.target:.2f} | {'met' if sc.met else 'MISSED'} | "
+              f"{'yes' if sc.answered else 'NO'} | {sc.rss[0]:.0f} -> {sc.rss[1]:.0f} |")
+    for sc in scenarios:
+        print(f"\n{sc.name}: plain latencies alone {_fmt(sc.alone)}, beside {_fmt(sc.beside)}\n"
+              "| pathological request | status | seconds |\n|---|---|---|")
+        for name, status, secs in sc.answers:
+            print(f"| {name} | {status} | {secs:.2f} |")
+    return 0 if all(sc.met and sc.answered and sc.memory_ok for sc in scenarios) else 1
+
+
+def _fmt(xs: list[float]) -> str:
+    return " ".join(f"{x:.2f}" for x in xs)
+
+
+async def _scenario(url: str, model: str, pid: int | None, count: int, salt: int, plain: int) -> Scenario:
+    """Plain requests alone, then beside `count` pathological ones sent together (the first plain one 0.2 s
+    after them)."""
     async with httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(120, connect=60)) as client:
         await _plain(client, model, -1)      # warm up
         alone = [await _plain(client, model, i) for i in range(plain)]
@@ -292,25 +352,12 @@ async def run_pathological(url: str, model: str, pid: int | None, plain: int = 6
             except httpx.HTTPError:
                 status = 599
             return _label(route, body), status, time.perf_counter() - t0
-        wave = asyncio.gather(*(bad(r, b) for r, b in pathological_requests()))
+        wave = asyncio.gather(*(bad(r, b) for r, b in pathological_requests(count, salt)))
         await asyncio.sleep(0.2)
-        loaded = [await _plain(client, model, i) for i in range(plain)]
+        beside = [await _plain(client, model, i) for i in range(plain)]
         answers = await wave
     wait_idle(url)
-    rss1 = _rss_mb(pid)
-    base50, base95 = _pct(alone, 50), _pct(alone, 95)
-    load50, load95 = _pct(loaded, 50), _pct(loaded, 95)
-    target = 2 * base95 + 1.0
-    print(f"| plain chat latency (s) | p50 | p95 |\n|---|---|---|\n| alone | {base50:.2f} | {base95:.2f} |\n"
-          f"| beside {len(answers)} pathological | {load50:.2f} | {load95:.2f} |")
-    print(f"target: p95 under load <= 2 x {base95:.2f} + 1 = {target:.2f} s: {'met' if load95 <= target else 'MISSED'}")
-    print("\n| pathological request | status | seconds |\n|---|---|---|")
-    for name, status, secs in answers:
-        print(f"| {name} | {status} | {secs:.2f} |")
-    answered = all(s in (200, 400) and t <= 5.0 for _, s, t in answers)
-    print(f"every pathological request answered (200/400) within 5 s: {answered}")
-    print(f"server RSS (MB): before {rss0:.0f}, after {rss1:.0f} (target: within 300 MB)")
-    return 0 if load95 <= target and answered and not rss1 - rss0 > 300 else 1
+    return Scenario(f"{count} pathological", alone, beside, answers, (rss0, _rss_mb(pid)))
 
 
 def _free_port() -> int:

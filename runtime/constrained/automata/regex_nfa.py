@@ -1,14 +1,18 @@
 """Python regex syntax -> CharFSM, our own front end: the standard library's parser reads the pattern, its tree
 is lowered to an NFA whose edges carry codepoint ranges, and a subset construction over a partition of those
-ranges makes the DFA. No step enumerates code points one by one: `\\w` is its 734 ranges, `[^a]` two.
+ranges makes the DFA. `\\w` is its 734 ranges, `[^a]` two: no step walks code points one by one, except
+IGNORECASE adding the case partners of the cased letters in a class (class tables: unicode_classes.py).
 
 Counted repetition costs what the automaton needs, not n copies of everything:
 - `X{m,n}` is m copies of X then n - m nested optionals, X(X(X)?)?, whose subset states stay as small as X's
   (X?X?X? would put every later copy in each state, n^2 work);
 - a single character class repeated, also through nested counts, is one chain of states sharing one range
-  tuple: `(a{1,100}){1,100}` is `a{1,10000}` (its lengths are contiguous), `[\\s\\S]{0,5000}` 5,001 states.
+  tuple: `(a{1,100}){1,100}` is `a{1,10000}` (its lengths are contiguous); a whole pattern that is one such
+  chain (`[\\s\\S]{0,5000}`, `\\d{1,20}`) becomes its DFA directly, without a subset construction.
 
-Both stages have budget checkpoints (budget.checkpoint) and stop past `limit` states."""
+What it still costs: unanchored (search) patterns put every pending copy of a count in one subset, so a JSON
+Schema `pattern: "a{1000}"` takes about 2 s (n^2), and the time budget stops larger ones. Both stages have
+budget checkpoints (budget.checkpoint) and stop past `limit` states."""
 from __future__ import annotations
 
 import re

@@ -8,13 +8,15 @@
  *   qw [N/16][K/32][4][64] uint8  tile t, block b, quarter h: byte 4r + j holds q[16t + r][32b + 8h + j] in
  *                                 its low nibble and q[16t + r][32b + 8h + 4 + j] in its high nibble
  *   wd [N/16][K/32][16]   fp16    d of each row's block
- *   wm [N/16][K/32][16]   fp16    m of each row's block
+ *   wm [N/16][K/32][16]   fp16    m of each row's block; absent when sym: every block whole steps from zero
+ *                                 (GGUF Q4_0, the output head's ranking grid), m = -8 d
  * So a 64-byte load holds 4 values of a block for each of 16 rows: one integer dot-product instruction against
  * 4 activations broadcast to every lane advances 16 outputs at once, and a tile's 16 outputs end in one
  * register with no horizontal sums.
  * Activations x [M][K] and the result y [M][N] are bfloat16 bits; y rounds to nearest even.
  *
  * y[i][n] = sum_b d[n][b] s[i][b] (sum_k q a)  +  sum_b m[n][b] (s[i][b] sum_k a)     (each sum in b order)
+ *   sym: the second term is d[n][b] * (-8 s[i][b] sum_k a), the same float32 value as m * (s sum_k a) with m = -8 d
  *   s = max|x| / 127 over the block, a = round_half_even(x * 127 / max|x|)  (all zero for an all-zero block)
  *
  * Every row i goes through the same operations in the same order whatever M is, so a row's result does not
@@ -121,7 +123,7 @@ static inline __attribute__((always_inline)) __m256i dot8_avx2(const __m256i w[8
  * row adds m * (s * sum a) and then d * s * (sum q a). */
 static inline __attribute__((always_inline)) void rows_avx2(
     const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s, const float *sa,
-    const int mr, const int K, const int digits, uint16_t *y, const int ldy) {
+    const int mr, const int K, const int digits, const int sym, uint16_t *y, const int ldy) {
     const size_t lda = (size_t)digits * K;
     const int nb = K / 32;
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
@@ -136,7 +138,8 @@ static inline __attribute__((always_inline)) void rows_avx2(
                 w[2 * h + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
             }
             const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wd + (size_t)b * 16 + g * 8)));
-            const __m256 m = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + (size_t)b * 16 + g * 8)));
+            const __m256 m = sym ? _mm256_mul_ps(d, _mm256_set1_ps(-8.f))
+                                 : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wm + (size_t)b * 16 + g * 8)));
             for (int i = 0; i < mr; i++) {
                 const int8_t *ab = a + (size_t)i * lda + b * 32;
                 __m256i idot = dot8_avx2(w, ab);
@@ -165,13 +168,13 @@ static inline __attribute__((always_inline)) void rows_avx2(
  * first's: a shared inline helper over the unpacked weights cost it 5-10% (GCC kept fewer of them in registers). */
 static inline __attribute__((always_inline)) void tile_rows(
     const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s, const float *sa, int mr,
-    int K, const int digits, uint16_t *y, int ldy) {
+    int K, const int digits, const int sym, uint16_t *y, int ldy) {
 #if W4A8_AVX2
     switch (mr) {   /* a constant row count per call, so each row's accumulator stays in a register */
-    case 1: rows_avx2(qw, wd, wm, a, s, sa, 1, K, digits, y, ldy); break;
-    case 2: rows_avx2(qw, wd, wm, a, s, sa, 2, K, digits, y, ldy); break;
-    case 3: rows_avx2(qw, wd, wm, a, s, sa, 3, K, digits, y, ldy); break;
-    default: rows_avx2(qw, wd, wm, a, s, sa, MR, K, digits, y, ldy); break;
+    case 1: rows_avx2(qw, wd, wm, a, s, sa, 1, K, digits, sym, y, ldy); break;
+    case 2: rows_avx2(qw, wd, wm, a, s, sa, 2, K, digits, sym, y, ldy); break;
+    case 3: rows_avx2(qw, wd, wm, a, s, sa, 3, K, digits, sym, y, ldy); break;
+    default: rows_avx2(qw, wd, wm, a, s, sa, MR, K, digits, sym, y, ldy); break;
     }
 #else
     const size_t lda = (size_t)digits * K;
@@ -188,7 +191,8 @@ static inline __attribute__((always_inline)) void tile_rows(
             w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
         }
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wd + (size_t)b * 16)));
-        const __m512 m = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wm + (size_t)b * 16)));
+        const __m512 m = sym ? _mm512_mul_ps(d, _mm512_set1_ps(-8.f))
+                             : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wm + (size_t)b * 16)));
         for (int i = 0; i < mr; i++) {
             const int8_t *ab = a + (size_t)i * lda + b * 32;
             __m512i i0 = _mm512_setzero_si512(), i1 = _mm512_setzero_si512();
@@ -242,7 +246,7 @@ static inline __attribute__((always_inline)) void tile_rows(
                         dot += (int)(v & 0x0F) * lo + (int)(v >> 4) * hi;
                     }
                 acc[r] += (float)dot * (f16_to_f32(wd[(size_t)b * 16 + r]) * sb);
-                macc[r] += f16_to_f32(wm[(size_t)b * 16 + r]) * sab;
+                macc[r] += (sym ? -8.f * f16_to_f32(wd[(size_t)b * 16 + r]) : f16_to_f32(wm[(size_t)b * 16 + r])) * sab;
             }
         }
         for (int r = 0; r < 16; r++) y[(size_t)i * ldy + r] = f32_to_bf16(acc[r] + macc[r]);
@@ -262,23 +266,24 @@ const char *w4a8_isa(void) {
 #endif
 }
 
-static void tiles_1(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s,
-                    const float *sa, int mr, int K, uint16_t *y, int ldy) {
-    tile_rows(qw, wd, wm, a, s, sa, mr, K, 1, y, ldy);
-}
+typedef void (*tiles_fn)(const uint8_t *, const uint16_t *, const uint16_t *, const int8_t *, const float *,
+                         const float *, int, int, uint16_t *, int);
+#define TILES(D, S)                                                                                                 \
+    static void tiles_##D##_##S(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a,         \
+                                const float *s, const float *sa, int mr, int K, uint16_t *y, int ldy) {             \
+        tile_rows(qw, wd, wm, a, s, sa, mr, K, D, S, y, ldy);                                                       \
+    }
+TILES(1, 0)
+TILES(1, 1)
+TILES(2, 0)
+TILES(2, 1)
 
-static void tiles_2(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const int8_t *a, const float *s,
-                    const float *sa, int mr, int K, uint16_t *y, int ldy) {
-    tile_rows(qw, wd, wm, a, s, sa, mr, K, 2, y, ldy);
-}
-
-/* y [M][N] = x [M][K] @ W^T on nthreads threads, activations in `digits` (1 or 2) int8 digits (see the top of
- * this file). Returns 0, or -1 when out of memory (y is then untouched). */
+/* y [M][N] = x [M][K] @ W^T on nthreads threads, activations in `digits` (1 or 2) int8 digits, `sym` 1 where wm
+ * is absent (m = -8 d; see the top of this file). Returns 0, or -1 when out of memory (y is then untouched). */
 int w4a8_gemm(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const uint16_t *x, uint16_t *y, int M,
-              int N, int K, int digits, int nthreads) {
+              int N, int K, int sym, int digits, int nthreads) {
     const int nb = K / 32, tiles = N / 16;
-    void (*run)(const uint8_t *, const uint16_t *, const uint16_t *, const int8_t *, const float *, const float *,
-                int, int, uint16_t *, int) = digits == 2 ? tiles_2 : tiles_1;
+    const tiles_fn run = digits == 2 ? (sym ? tiles_2_1 : tiles_2_0) : (sym ? tiles_1_1 : tiles_1_0);
     int8_t *a = malloc((size_t)M * digits * K);
     float *s = malloc((size_t)M * nb * sizeof(float)), *sa = malloc((size_t)M * nb * sizeof(float));
     const int failed = a == NULL || s == NULL || sa == NULL;
@@ -292,7 +297,7 @@ int w4a8_gemm(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const u
 #pragma omp for schedule(static)
             for (int t = 0; t < tiles; t++)
                 for (int i0 = 0; i0 < M; i0 += MR)
-                    run(qw + (size_t)t * nb * 256, wd + (size_t)t * nb * 16, wm + (size_t)t * nb * 16,
+                    run(qw + (size_t)t * nb * 256, wd + (size_t)t * nb * 16, sym ? NULL : wm + (size_t)t * nb * 16,
                         a + (size_t)i0 * digits * K, s + (size_t)i0 * nb, sa + (size_t)i0 * nb,
                         M - i0 < MR ? M - i0 : MR, K, y + (size_t)i0 * N + t * 16, N);
         }

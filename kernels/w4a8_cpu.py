@@ -32,7 +32,7 @@ log = logging.getLogger("sglite.kernels")
 
 
 def _declare(lib: ctypes.CDLL) -> None:
-    lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 5
+    lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6
     lib.w4a8_gemm.restype = ctypes.c_int
     lib.w4a8_isa.restype = ctypes.c_char_p
 
@@ -45,7 +45,8 @@ _state: dict[str, object] = {}        # "call": gemm_call()'s function
 class W4A8Weights(NamedTuple):
     qw: torch.Tensor     # [N, K/2] uint8 in tiles of 16 rows (layout: w4a8_cpu.c)
     wd: torch.Tensor     # [N, K/32] float16: d per block, in tiles: [N/16][K/32][16]
-    wm: torch.Tensor     # [N, K/32] float16: m per block, the same way
+    wm: torch.Tensor     # [N, K/32] float16: m per block, the same way; empty when sym
+    sym: bool = False    # every block whole steps from zero (Q4_0): m = -8 d, not stored
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -92,7 +93,8 @@ def build_id() -> str | None:
 
 
 def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:
-    """q [N, K] integers in 0..15; d, m [N, K/32] (any float dtype; stored as float16)."""
+    """q [N, K] integers in 0..15; d, m [N, K/32] (any float dtype; stored as float16). Where every m is -8 d
+    (Q4_0's blocks, a symmetric grid) m is not stored: 4.5 bits a weight instead of 5."""
     N, K = q.shape
     if not fits(N, K):
         raise ValueError(f"w4a8 needs in_features % 32 == 0 and out_features % 16 == 0, got [{N}, {K}]")
@@ -106,11 +108,14 @@ def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:
     def by_tile(v: torch.Tensor) -> torch.Tensor:      # [N, nb] -> [N/16 * nb, 16]: a tile's block, 16 rows
         return v.to(torch.float16).view(T, 16, nb).transpose(1, 2).reshape(N, nb).contiguous()
 
-    return W4A8Weights(qw, by_tile(d), by_tile(m))
+    d16, m16 = d.to(torch.float16), m.to(torch.float16)
+    if bool((m16 == -8 * d16).all()):
+        return W4A8Weights(qw, by_tile(d16), torch.empty(0, dtype=torch.float16), True)
+    return W4A8Weights(qw, by_tile(d16), by_tile(m16))
 
 
 def unpack(w: W4A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """pack's inverse: (q [N, K] uint8, d, m [N, K/32] float16) in natural order."""
+    """pack's inverse: (q [N, K] uint8, d, m [N, K/32] float16) in natural order (m = -8 d when sym)."""
     N, K = w.shape
     T, nb = N // 16, K // 32
     b = w.qw.view(T, nb, 4, 16, 4)
@@ -119,11 +124,12 @@ def unpack(w: W4A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     def natural(v: torch.Tensor) -> torch.Tensor:
         return v.view(T, nb, 16).transpose(1, 2).reshape(N, nb)
 
-    return q, natural(w.wd), natural(w.wm)
+    d = natural(w.wd)
+    return q, d, -8 * d if w.sym else natural(w.wm)
 
 
 def gemm_call():
-    """The kernel as a function of plain ints (qw, wd, wm, x, y pointers; M, N, K, digits, threads) -> status,
+    """The kernel as a function of plain ints (qw, wd, wm, x, y pointers; M, N, K, sym, digits, threads) -> status,
     unchecked, for callers that check shapes once (runtime/linear.py): through numba, about 1 µs a call
     against ctypes' 2-3 µs; ctypes where numba is missing."""
     if "call" not in _state:
@@ -133,8 +139,8 @@ def gemm_call():
         except ImportError:
             _state["call"] = fn
         else:
-            _state["call"] = numba.njit(lambda qw, wd, wm, x, y, M, N, K, digits, threads:
-                                        fn(qw, wd, wm, x, y, M, N, K, digits, threads))
+            _state["call"] = numba.njit(lambda qw, wd, wm, x, y, M, N, K, sym, digits, threads:
+                                        fn(qw, wd, wm, x, y, M, N, K, sym, digits, threads))
     return _state["call"]
 
 
@@ -155,7 +161,7 @@ def w4a8_linear(x: torch.Tensor, w: W4A8Weights, digits: int = 1, out: torch.Ten
     M = x.shape[0]
     y = torch.empty((M, N), dtype=torch.bfloat16) if out is None else out
     if M and lib.w4a8_gemm(w.qw.data_ptr(), w.wd.data_ptr(), w.wm.data_ptr(), x.data_ptr(), y.data_ptr(),
-                           M, N, K, digits, torch.get_num_threads()) != 0:
+                           M, N, K, int(w.sym), digits, torch.get_num_threads()) != 0:
         raise MemoryError(f"w4a8_linear: out of memory for a [{M}, {K}] x [{N}, {K}] matmul")
     return y
 

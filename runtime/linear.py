@@ -223,7 +223,10 @@ def _coarsen_through_zero(w, scale, zero, amax, attempt) -> None:
 def int4_grid(weight: torch.Tensor, group: int = INT4_GROUP, tolerance: float = 0.01):
     """(q [out, in] int32 in 0..15, scale [out, groups], lo [out, groups]) with weight ~= q * scale + lo per
     group of `group` inputs, or None when some weight lies off that grid by more than `tolerance` steps.
-    An infinite tolerance asks for the nearest such grid (lo the least value, scale a 15th of the range)."""
+    An infinite tolerance asks for the nearest such grid (lo the least value, scale a 15th of the range). (A grid
+    through zero, as Q4_0's, would save the minimum's half bit a weight in the output head's ranking pass, but
+    it ranks worse: on Gemma 3 270M Q4_K_M's 262k-token head, teacher-forced through the decode formats, the mean
+    KL against fp32 went from 0.011 to 0.018 nats.)"""
     if tolerance != float("inf"):
         return block_grid(weight, 4, group, tolerance)
     out_f, in_f = weight.shape
@@ -278,7 +281,7 @@ class W4A8Linear:
         self.digits, self.repeat = digits, repeat
         self.weights = w4a8_cpu.pack(q, scale, lo)
         self._gemm = w4a8_cpu.gemm_call()
-        self._ptrs = tuple(t.data_ptr() for t in self.weights)
+        self._ptrs = tuple(t.data_ptr() for t in self.weights[:3])
         self.bias = None if bias is None else bias.to(torch.bfloat16)
         self.out_features, self.in_features = q.shape[0], q.shape[1] // repeat
         self.dtype = torch.bfloat16
@@ -291,7 +294,8 @@ class W4A8Linear:
         y = _bf16_out(x.shape[0], self.out_features, out)
         qw, wd, wm = self._ptrs
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
-                                     self.in_features * self.repeat, self.digits, torch.get_num_threads()) != 0:
+                                     self.in_features * self.repeat, int(self.weights.sym), self.digits,
+                                     torch.get_num_threads()) != 0:
             raise MemoryError(f"w4a8 kernel: out of memory for {x.shape[0]} rows")
         return y if self.bias is None else y.add_(self.bias)
 

@@ -122,3 +122,24 @@ def test_linears_write_into_a_given_output_as_they_return_one(fmt):
             layer(x, out=torch.empty(48, 5, dtype=torch.bfloat16).t())
         with pytest.raises(ValueError, match="contiguous bfloat16"):
             layer(x, out=torch.empty(4, 48, dtype=torch.bfloat16))
+
+
+@pytest.mark.parametrize("digits", [1, 2])
+def test_symmetric_blocks_store_no_minimum_and_compute_the_same(lib, digits):
+    """Blocks whole steps from zero (m = -8 d: Q4_0, the head's ranking grid) pack without m (4.5 bits a weight)
+    and give the same outputs, bit for bit, as the same weights with m stored (-8 moves in and out of a rounding
+    unchanged); a row alone equals the same row among others."""
+    q, d, _, g = random_weights(48, 640, 3)
+    d = torch.where(torch.rand(d.shape, generator=g) < 0.5, -d, d)       # Q4_0's d takes either sign
+    w = k.pack(q, d, -8 * d)
+    assert w.sym and w.wm.numel() == 0 and w.nbytes * 8 / (48 * 640) == 4.5
+    q2, d2, m2 = k.unpack(w)
+    assert torch.equal(q2, q.to(torch.uint8)) and torch.equal(m2, -8 * d.half())
+    stored = k.W4A8Weights(w.qw, w.wd, (-8 * w.wd).contiguous())          # the same weights with m stored
+    x = (torch.randn(9, 640, generator=g) * 2).to(torch.bfloat16)
+    y = k.w4a8_linear(x, w, digits, lib=lib)
+    assert torch.equal(y, k.w4a8_linear(x, stored, digits, lib=lib))
+    ref = k.w4a8_linear_ref(x, w, digits).float()
+    assert bool(((y.float() - ref).abs() <= ref.abs() * 2 ** -7 + 1e-5 * ref.abs().amax(dim=1, keepdim=True)).all())
+    assert all(torch.equal(k.w4a8_linear(x[i:i + 1].contiguous(), w, digits, lib=lib), y[i:i + 1]) for i in range(9))
+    assert not k.pack(q, d, -8 * d + 1e-3).sym

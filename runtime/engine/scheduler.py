@@ -5,16 +5,8 @@ admitted requests plus the next chunk of a long prompt, within a token budget an
 (mixed mode). With mixing off, prefill and decode steps alternate while both have work. Short of memory, the
 newest requests are retracted and re-queued; they resume later from the prefix cache.
 
-Fair share of grammar work: a request whose grammar work (its mask, its jump-forward) is expected to take more
-than SLOW_GRAMMAR_S a step is slow (expected: what its latest step took, or half the previous expectation if that
-is more, since a costly step, a cold mask, tends to recur). A step takes slow requests (fewest passes first) only up
-to SLOW_STEP_GRAMMAR_S of their expected grammar time, at least one, so a request arriving meanwhile waits for no long
-step but one request's work. A step with slow requests in it, taken while other requests waited (running ones
-that are not slow, or queued ones), owes their grammar time: the following steps leave the slow requests out
-until as much step time again has gone to the others. A step that admits queued requests leaves them out as well
-(never two steps in a row), so a new request's first token does not wait for them. So another request's grammar,
-however expensive, takes at most half of the engine's time from a request that has none (plus a step), and the
-slow ones still progress. Which steps a request is in does not change its tokens (batch invariance).
+Requests with a slow grammar get a fair share of the steps, not all of them (grammar_share.GrammarShare): a
+request without one is not held back by another's masks.
 
 The Scheduler drives the drafter (propose before a decode, feedback and step timing after it) and, at the end of
 each step, has the KVManager advance every request's K/V and release the finished ones.
@@ -30,6 +22,7 @@ import torch
 from sglite.protocol import ABORT_BY_CLIENT, FinishReason
 
 from .config import EngineConfig
+from .grammar_share import GrammarShare
 from .kv_manager import KVManager
 from .request import Req, ScheduledBatch
 
@@ -40,9 +33,6 @@ LPM_MAX_QUEUE = 128  # beyond this many waiting requests, LPM sorting costs more
 # a mixed step pads every decode row to the longest prefill chunk (torch attention backend): mix only while
 # decode rows x longest chunk stays under this many query rows, else prefill alone and decode the next step
 MIX_PAD_ROWS = 4096
-# a request whose grammar work in its latest step took longer than this (seconds) is slow: see the fair share above
-SLOW_GRAMMAR_S = 0.005
-SLOW_STEP_GRAMMAR_S = 0.25  # one step's share of slow grammar work (seconds, as last measured per request)
 
 
 class Scheduler:
@@ -56,10 +46,7 @@ class Scheduler:
         self._last_was_prefill = False
         self._skipped_decode = False
         self._step_started = 0.0            # perf_counter() when the current step's schedule() began
-        self.grammar_debt = 0.0             # seconds of steps with slow-grammar requests owed to the others
-        self._sitting_out: set[Req] = set()   # slow-grammar requests this step leaves out (fair share)
-        self._admitted_without_slow = False   # the last step left them out to admit queued requests
-        self._grammar_cost: dict[Req, float] = {}   # running request -> expected grammar seconds per step
+        self.grammar_share = GrammarShare()   # which slow-grammar requests a step leaves out
         self.num_retractions = 0
 
     # --- queue -----------------------------------------------------------------------------------------------
@@ -89,7 +76,7 @@ class Scheduler:
         if self.chunked in gone:
             self.chunked = None
         for r in reqs:
-            self._grammar_cost.pop(r, None)
+            self.grammar_share.forget(r)
             if r in self.kv.running:
                 self.kv.release(r)
             if override or not r.finished:
@@ -112,7 +99,9 @@ class Scheduler:
         prefills admitted requests, unless padding decode rows to a long chunk would cost more than it saves;
         then that prefill runs alone and the next step decodes. Without mixing, the two kinds alternate."""
         self._step_started = time.perf_counter()
-        self._sitting_out = self._slow_to_leave_out()
+        self.grammar_share.start_step(
+            self.running, bool(self.waiting or self.chunked),
+            bool(self.waiting) and len(self.running) < self.config.max_running_requests)
         want_prefill = bool(self.waiting or self.chunked)
         mixed = self.config.enable_mixed_batch and self.config.chunked_prefill_size != -1
         if want_prefill and self.running and not mixed and self._last_was_prefill:
@@ -131,8 +120,8 @@ class Scheduler:
             for r in decode.reqs:
                 r.spec.draft = []
             decode, self._skipped_decode = None, True
-        if prefill is None and decode is None and self._sitting_out:
-            self._sitting_out = set()   # nothing else could be scheduled: the slow ones run after all
+        if prefill is None and decode is None and self.grammar_share.sitting_out:
+            self.grammar_share.sitting_out = set()   # nothing else could be scheduled: the slow ones run after all
         if prefill is None and decode is None and self.running:
             decode = self._schedule_decode()
         for r in (prefill.reqs if prefill else []) + (decode.reqs if decode else []):
@@ -216,34 +205,9 @@ class Scheduler:
     def _decode_reserve(self, req: Req) -> int:
         return int(min(req.remaining_new_tokens, DECODE_RESERVE_CAP) * DECODE_RESERVE_RATIO)
 
-    def _slow_to_leave_out(self) -> set[Req]:
-        """The running slow-grammar requests this step leaves out: all of them while grammar time is owed and
-        some other request waits for a step, or when queued requests may be admitted (not two steps running: the
-        slow ones are never left out of two steps for admissions alone); else those past the step's share
-        (fewest passes go first)."""
-        admit = (bool(self.waiting) and len(self.running) < self.config.max_running_requests
-                 and not self._admitted_without_slow)
-        self._admitted_without_slow = False
-        slow = [r for r in self.running if self._slow(r)]
-        if not slow:
-            return set()
-        if self.grammar_debt > 0 and (len(slow) < len(self.running) or self.waiting or self.chunked):
-            return set(slow)
-        if admit:   # a new request's first token waits for no slow grammar
-            self._admitted_without_slow = True
-            return set(slow)
-        slow.sort(key=lambda r: r.decode_passes)   # stable: admission order among equals
-        taken, spent = 1, self._grammar_cost[slow[0]]
-        while taken < len(slow) and spent + self._grammar_cost[slow[taken]] <= SLOW_STEP_GRAMMAR_S:
-            spent += self._grammar_cost[slow[taken]]
-            taken += 1
-        return set(slow[taken:])
-
-    def _slow(self, req: Req) -> bool:
-        return self._grammar_cost.get(req, 0.0) > SLOW_GRAMMAR_S
-
     def _decoding(self) -> list[Req]:
-        return [r for r in self.running if r not in self._sitting_out] if self._sitting_out else list(self.running)
+        out = self.grammar_share.sitting_out
+        return [r for r in self.running if r not in out] if out else list(self.running)
 
     def _schedule_decode(self) -> ScheduledBatch | None:
         """Slots for the pending tokens and draft of every running request not sitting out (fair share). Short
@@ -313,28 +277,8 @@ class Scheduler:
                     self.running.append(r)
         if finished:
             self.running = [r for r in self.running if not r.finished]
-        self._settle_grammar_debt(batch)
+        self.grammar_share.end_step(batch.reqs, self.running, bool(self.waiting or self.chunked))
         return finished
-
-    def _settle_grammar_debt(self, batch: ScheduledBatch) -> None:
-        """Fair share: a step with slow-grammar requests in it, while others wait, adds their grammar time (at
-        most the step's) to the debt; a step that left them out pays its time back. With nobody waiting beside
-        slow requests nothing is owed."""
-        for r in batch.reqs:
-            if r.finished:
-                self._grammar_cost.pop(r, None)
-            else:
-                self._grammar_cost[r] = max(r.grammar_s, 0.5 * self._grammar_cost.get(r, 0.0))
-        waiting_others = self.waiting or self.chunked or not all(self._slow(r) for r in self.running)
-        if not waiting_others:
-            self.grammar_debt = 0.0
-            return
-        took = time.perf_counter() - self._step_started
-        slow_s = sum(r.grammar_s for r in batch.reqs if self._slow(r))
-        if slow_s:
-            self.grammar_debt += min(took, slow_s)
-        elif self._sitting_out:
-            self.grammar_debt = max(0.0, self.grammar_debt - took)
 
 
 def _common_prefix_len(a: list[int], b: list[int]) -> int:

@@ -1,6 +1,6 @@
-"""Fair share of grammar work (scheduler.py): a request whose grammar is slow to mask does not hold back a plain
+"""Fair share of grammar work (grammar_share.py): a request whose grammar is slow to mask does not hold back a plain
 request beside it. The slow grammar is a real regex whose matcher's mask costs SLOW_MASK_S on a fake clock (the
-scheduler's and the masks' clocks are replaced, so the test does not depend on this machine's speed): the plain
+fair share's and the masks' clocks are replaced, so the test does not depend on this machine's speed): the plain
 request keeps getting steps without it, the slow one still progresses, and each output is the one it gets alone."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import types
 import pytest
 
 from sglite.protocol import FinishKind, GenerateRequest, SamplingParams
-from sglite.runtime.engine import grammar_backend, grammar_masks, scheduler
+from sglite.runtime.engine import grammar_backend, grammar_masks, grammar_share
 
 pytest.importorskip("sglite.runtime.constrained")
 
@@ -31,7 +31,7 @@ class FakeClock:
 def clock(monkeypatch):
     fake = FakeClock()
     fake_time = types.SimpleNamespace(perf_counter=fake.perf_counter)
-    for module in (scheduler, grammar_masks, grammar_backend):
+    for module in (grammar_share, grammar_masks, grammar_backend):
         monkeypatch.setattr(module, "time", fake_time)
     return fake
 
@@ -96,7 +96,7 @@ def test_slow_requests_alone_still_share_steps_within_the_step_budget(make_engin
     """With nobody else waiting there is no debt; a step takes slow requests up to SLOW_STEP_GRAMMAR_S of their
     grammar time (at least one), fewest passes first, so all of them progress in turn."""
     engine = make_engine(background=False, grammar_mask_overlap="off", enable_jump_forward=False)
-    per_step = int(scheduler.SLOW_STEP_GRAMMAR_S // SLOW_MASK_S) or 1
+    per_step = int(grammar_share.SLOW_STEP_GRAMMAR_S // SLOW_MASK_S) or 1
     reqs, fills = [], []
     for i in range(3 * per_step):
         rs = _reqs(engine, f"s{i}", f"Letters {i}:", regex="[ab]{1,200}", max_new_tokens=6, close_at_budget=False)
@@ -110,4 +110,4 @@ def test_slow_requests_alone_still_share_steps_within_the_step_budget(make_engin
         core.step()
         assert len(fills) - before <= per_step
     assert all(r.output_ids and r.finish_reason.kind is not FinishKind.ABORT for r in reqs)
-    assert core.scheduler.grammar_debt == 0.0
+    assert core.scheduler.grammar_share.debt == 0.0

@@ -14,7 +14,7 @@ from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .cfg.structural_tag import parse_structural_tag, structural_tag_to_ir
 from .errors import GrammarError
-from .footprint import Footprint
+from .footprint import Footprint, SharedDfas
 from .ir.generation_caps import GenerationCaps, apply_generation_caps
 from .ir.grammar_ir import JSON_WS, GrammarIR
 from .ir.nodes import LexNode
@@ -52,7 +52,7 @@ class GrammarCompiler:
         self.index = TokenIndex(tokenizer)
         self._cache: OrderedDict[tuple, Grammar] = OrderedDict()
         self._footprints: dict[tuple, Footprint] = {}
-        self._dfas: dict = {}          # lexeme DFAs shared between grammars (e.g. the plain JSON string)
+        self._dfas = SharedDfas(cache_bytes // 8)   # lexeme DFAs shared between grammars (the plain JSON string)
         self._cache_size = cache_size
         self.cache_bytes = cache_bytes
         self._separator_ok: bool | None = None   # see _spells_separator
@@ -92,16 +92,12 @@ class GrammarCompiler:
 
     def _trim(self) -> None:
         """Evicts least recently used grammars past the entry or byte bound (the lock held). The shared lexeme
-        DFAs go with any eviction: what stays cached keeps the DFAs it uses, and the next compiles rebuild the
-        few shared ones, so that DFAs of evicted grammars are not kept."""
+        DFAs have a bound of their own (SharedDfas): clearing them with every eviction made each compile past
+        `cache_size` grammars rebuild the plain string and number DFAs, twice the compile time."""
         total = sum(f.nbytes() for f in self._footprints.values())
-        evicted = False
         while self._cache and (len(self._cache) > self._cache_size or total > self.cache_bytes):
             key, _ = self._cache.popitem(last=False)
             total -= self._footprints.pop(key).nbytes()
-            evicted = True
-        if evicted:
-            self._dfas.clear()
 
     def compile_regex(self, pattern: str) -> Grammar:
         """Grammar whose outputs match `pattern` entirely (Python regex syntax, ^/$ optional)."""

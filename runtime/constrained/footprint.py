@@ -7,8 +7,10 @@ times the size of one), so that the compiler can sum every cached grammar on eac
 from __future__ import annotations
 
 import sys
+import threading
 import types
-from typing import Any, Iterable
+from collections import OrderedDict
+from typing import Any, Hashable, Iterable
 
 import numpy as np
 
@@ -87,3 +89,49 @@ def _mask_owners(grammar: Any) -> list[Any]:
     for body in getattr(grammar, "bodies", ()):
         owners.extend(_mask_owners(body))
     return owners
+
+
+_DFA_TABLES = 5     # a ByteDFA holds its [n, 256] table about five times over (walk table, flat walks, rows)
+
+
+class SharedDfas:
+    """The lexeme DFAs that compiles share (the plain JSON string, a pattern's DFA), least recently used out
+    first past `limit` bytes. A DFA is counted by its table (`_DFA_TABLES` copies of it), anything else by
+    `deep_bytes`, once, when stored. Evicting a DFA only makes the next compile that needs it rebuild it:
+    grammars hold their own references. Thread-safe: compiles run on several threads."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable) -> Any:
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+            return entry[0]
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        table = getattr(value, "table", None)
+        size = table.nbytes * _DFA_TABLES if isinstance(table, np.ndarray) else deep_bytes(value, set())
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self._bytes += size - (old[1] if old else 0)
+            self._entries[key] = (value, size)
+            while self._bytes > self.limit and len(self._entries) > 1:
+                _, (_, gone) = self._entries.popitem(last=False)
+                self._bytes -= gone
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0

@@ -66,3 +66,26 @@ def test_mask_caches_that_grow_with_use_are_counted(tokenizer):
 def test_the_bound_is_checked(tokenizer):
     with pytest.raises(ValueError, match="cache_bytes"):
         GrammarCompiler(tokenizer, cache_bytes=0)
+
+
+def test_evicting_grammars_keeps_the_shared_lexeme_dfas(tokenizer):
+    """Past `cache_size` grammars every compile evicts one; the DFAs they share (the plain JSON string) stay,
+    so a compile there costs what it costs below the bound (it used to rebuild them every time)."""
+    compiler = GrammarCompiler(tokenizer, cache_size=4)
+    schema = lambda i: {"type": "object", "properties": {f"name{i}": {"type": "string"}}, "required": [f"name{i}"]}
+    compiler.compile_json_schema(schema(0))
+    shared = dict(compiler._dfas._entries)
+    assert shared
+    for i in range(1, 12):
+        compiler.compile_json_schema(schema(i))
+    assert len(compiler._cache) == 4
+    for key, (dfa, _) in shared.items():
+        assert compiler._dfas.get(key) is dfa
+
+
+def test_the_shared_dfas_have_a_byte_bound(tokenizer):
+    compiler = GrammarCompiler(tokenizer, cache_bytes=64 * 2**20)   # 8 MiB for the shared DFAs
+    for i in range(40):
+        compiler.compile_json_schema({"type": "string", "pattern": f"^[a-z]{{{i + 20},{i + 60}}}$"})
+        assert compiler._dfas.nbytes() <= compiler._dfas.limit
+    assert len(compiler._dfas) < 40

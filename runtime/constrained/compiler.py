@@ -19,8 +19,8 @@ from .ir.generation_caps import GenerationCaps, apply_generation_caps
 from .ir.grammar_ir import JSON_WS, GrammarIR
 from .ir.nodes import LexNode
 from .parser.grammar import Grammar
-from .schema.schema_compiler import SchemaCompiler
 from .schema.metaschema import check_schema
+from .schema.schema_compiler import SchemaCompiler
 from .schema.size import check_schema_size
 from .vocab.token_index import TokenIndex
 

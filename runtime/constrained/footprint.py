@@ -10,7 +10,8 @@ import sys
 import threading
 import types
 from collections import OrderedDict
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
 import numpy as np
 

@@ -47,6 +47,17 @@ def spm_vocab() -> tuple[list[str], list[float], list[int]]:
     return tokens, scores, types
 
 
+def add_spm_tokenizer(w, tokens: list[str], scores: list[float], types: list[int]) -> None:
+    """The `spm_vocab` tokenizer as a `llama` (SentencePiece) GGUF tokenizer: <unk> 0, <s> 1, </s> 2."""
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_unk_token_id(0)
+
+
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """llama.cpp's convert_hf_to_gguf `permute`: half-split rotary rows -> interleaved pairs."""
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
@@ -88,13 +99,7 @@ def write_gguf(path: Path, model, arch: str, metadata: dict | None = None, rope_
         keys.update(key_length=head_dim, value_length=head_dim)
     for key, value in {**keys, **(metadata or {})}.items():   # metadata overrides (refusal tests)
         getattr(w, f"add_{key}")(value)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
+    add_spm_tokenizer(w, tokens, scores, types)
     for key, value in (tokenizer_metadata or {}).items():
         getattr(w, f"add_{key}")(value)
 

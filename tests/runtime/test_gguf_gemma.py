@@ -11,7 +11,7 @@ import torch
 from sglite.runtime.gguf_loader import GGUFError, open_gguf
 from sglite.runtime.model import load_model
 
-from .gguf_checkpoints import spm_vocab
+from .gguf_checkpoints import add_spm_tokenizer, spm_vocab
 from .hf_checkpoints import _redraw, reference_greedy, reference_logits
 
 WINDOW = 16
@@ -83,13 +83,7 @@ def write_gemma_gguf(path, model, arch: str, metadata: dict | None = None):
             w.add_final_logit_softcapping(c.final_logit_softcapping)
     for key, value in (metadata or {}).items():
         getattr(w, f"add_{key}")(value)
-    w.add_tokenizer_model("llama")
-    w.add_token_list(tokens)
-    w.add_token_scores(scores)
-    w.add_token_types(types)
-    w.add_bos_token_id(1)
-    w.add_eos_token_id(2)
-    w.add_unk_token_id(0)
+    add_spm_tokenizer(w, tokens, scores, types)
     w.add_add_space_prefix(False)
 
     sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}

@@ -17,7 +17,6 @@ none (plus a step), and the slow requests still progress. Which steps a request 
 (batch invariance)."""
 from __future__ import annotations
 
-import time
 from typing import Sequence
 
 from .request import Req
@@ -32,7 +31,6 @@ class GrammarShare:
         self.sitting_out: set[Req] = set()    # the slow requests the current step leaves out
         self._cost: dict[Req, float] = {}     # running request -> expected grammar seconds a step
         self._admitted_without_slow = False   # the last step left them out to admit queued requests
-        self._step_started = 0.0
 
     def slow(self, req: Req) -> bool:
         return self._cost.get(req, 0.0) > SLOW_GRAMMAR_S
@@ -40,7 +38,6 @@ class GrammarShare:
     def start_step(self, running: Sequence[Req], others_queued: bool, can_admit: bool) -> set[Req]:
         """Sets and returns `sitting_out` for a step about to be scheduled. `others_queued`: requests are queued
         or a prompt is half prefilled; `can_admit`: a queued request may be admitted (a free running slot)."""
-        self._step_started = time.perf_counter()
         admit = can_admit and not self._admitted_without_slow
         self._admitted_without_slow = False
         slow = [r for r in running if self.slow(r)]
@@ -60,10 +57,10 @@ class GrammarShare:
             self.sitting_out = set(slow[taken:])
         return self.sitting_out
 
-    def end_step(self, batch_reqs: Sequence[Req], running: Sequence[Req], others_queued: bool) -> None:
+    def end_step(self, batch_reqs: Sequence[Req], running: Sequence[Req], others_queued: bool, took: float) -> None:
         """After the step's requests were processed (their grammar_s holds this step's work, finished ones are
-        out of `running`): updates their expected costs and the debt. With nobody waiting beside slow requests,
-        nothing is owed."""
+        out of `running`; `took`: the step's seconds): updates their expected costs and the debt. With nobody
+        waiting beside slow requests, nothing is owed."""
         for r in batch_reqs:
             if r.finished:
                 self._cost.pop(r, None)
@@ -72,7 +69,6 @@ class GrammarShare:
         if not others_queued and all(self.slow(r) for r in running):
             self.debt = 0.0
             return
-        took = time.perf_counter() - self._step_started
         slow_s = sum(r.grammar_s for r in batch_reqs if self.slow(r))
         if slow_s:
             self.debt += min(took, slow_s)

@@ -99,10 +99,9 @@ class Scheduler:
         prefills admitted requests, unless padding decode rows to a long chunk would cost more than it saves;
         then that prefill runs alone and the next step decodes. Without mixing, the two kinds alternate."""
         self._step_started = time.perf_counter()
-        self.grammar_share.start_step(
-            self.running, bool(self.waiting or self.chunked),
-            bool(self.waiting) and len(self.running) < self.config.max_running_requests)
         want_prefill = bool(self.waiting or self.chunked)
+        self.grammar_share.start_step(
+            self.running, want_prefill, bool(self.waiting) and len(self.running) < self.config.max_running_requests)
         mixed = self.config.enable_mixed_batch and self.config.chunked_prefill_size != -1
         if want_prefill and self.running and not mixed and self._last_was_prefill:
             want_prefill = False
@@ -277,7 +276,8 @@ class Scheduler:
                     self.running.append(r)
         if finished:
             self.running = [r for r in self.running if not r.finished]
-        self.grammar_share.end_step(batch.reqs, self.running, bool(self.waiting or self.chunked))
+        self.grammar_share.end_step(batch.reqs, self.running, bool(self.waiting or self.chunked),
+                                    time.perf_counter() - self._step_started)
         return finished
 
 

@@ -9,7 +9,7 @@ import types
 import pytest
 
 from sglite.protocol import FinishKind, GenerateRequest, SamplingParams
-from sglite.runtime.engine import grammar_backend, grammar_masks, grammar_share
+from sglite.runtime.engine import grammar_backend, grammar_masks, grammar_share, scheduler
 
 pytest.importorskip("sglite.runtime.constrained")
 
@@ -31,7 +31,7 @@ class FakeClock:
 def clock(monkeypatch):
     fake = FakeClock()
     fake_time = types.SimpleNamespace(perf_counter=fake.perf_counter)
-    for module in (grammar_share, grammar_masks, grammar_backend):
+    for module in (scheduler, grammar_masks, grammar_backend):   # the step clock is the Scheduler's
         monkeypatch.setattr(module, "time", fake_time)
     return fake
 

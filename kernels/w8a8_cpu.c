@@ -10,9 +10,12 @@
  *   sym:    no stored minimum: m = -2**(bits-1) * d (blocks whole steps from zero: Q8_0, Q5_0, Q6_K).
  * Weights of one matrix [N, K] (K % 32 == 0, N % 16 == 0), packed by the caller in tiles of 16 rows:
  *   bits 8: qw [N/16][K/4][16][4] uint8   tile t, quad c: bytes 4r..4r+3 hold q[16t + r][4c .. 4c+3]
- *   bits 5: qw [N/16][K/32][320] uint8    tile t, block b: 256 bytes of low nibbles as w4a8_cpu.c lays out q
- *           (quarter h, byte 4r + j: q[32b + 8h + j] low, q[32b + 8h + 4 + j] high), then 8 uint64 masks of the
- *           fifth bits, mask c bit 4r + j = bit 4 of q[16t + r][32b + 4c + j]
+ *   bits 5: qw [N/16][K/32][320] uint8    tile t, block b: 256 bytes of nibbles in w4a8_cpu.c's order (quarter
+ *           h, byte 4r + j: low nibble for q[32b + 8h + j], high nibble for q[32b + 8h + 4 + j]), then 8 uint64
+ *           masks, mask c bit 4r + j for q = q[16t + r][32b + 4c + j]. A low nibble holds q's low 4 bits and its
+ *           mask bit (c even) q's bit 4; a high nibble holds q's high 4 bits (q >> 1) and its mask bit (c odd) q's
+ *           bit 0. So one AND and one masked byte add give each 64 bytes of weights: q from a low nibble, 8 q (at
+ *           most 248, still a byte) from a high one, whose dot products are shifted back down by 3, exactly.
  *   wd [N/16][K/G][16]   float32 or float16: d of each row's block
  *   wm [N/16][K/G][16]   the same type: m of each row's block (absent when sym)
  * So a 64-byte load holds 4 values for each of 16 rows: one integer dot-product instruction against 4 activations
@@ -62,17 +65,54 @@ static inline float f16_to_f32(uint16_t h) {
 #endif
 }
 
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
+#define W8A8_AVX512 1
+#else
+#define W8A8_AVX512 0
+#endif
+
 /* one row of K activations -> a [digits][K] int8, s [K/32] block scales (as w4a8_cpu.c's quantize_row), and
- * sa [K/G] = s of the block times the sum of the weight block's integer activations */
+ * sa [K/G] = s of the block times the sum of the weight block's integer activations. The AVX-512 path does the
+ * same float operations lane by lane (IEEE multiplies and roundings, the same bits) and sums integers, so both
+ * paths give the same a, s and sa; a NaN is skipped by the block maximum in both. */
 static void quantize_row(const uint16_t *x, int K, int G, int digits, int8_t *a, float *s, float *sa) {
     for (int b = 0; b < K / 32; b++) {
-        float xs[32], amax = 0.f;
+        int sum[2] = {0, 0};
+        float amax = 0.f;
+#if W8A8_AVX512
+        __m512 xs[2];
+        __m512 vmax = _mm512_setzero_ps();
+        for (int h = 0; h < 2; h++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(x + b * 32 + 16 * h));
+            xs[h] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+            vmax = _mm512_max_ps(_mm512_abs_ps(xs[h]), vmax);   /* a NaN lane keeps vmax */
+        }
+        amax = _mm512_reduce_max_ps(vmax);
+        const __m512 inv = _mm512_set1_ps(amax > 0.f ? 127.f / amax : 0.f);
+        for (int h = 0; h < 2; h++) {
+            const __m512 t = _mm512_mul_ps(xs[h], inv);
+            const __m512 qf = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+            const __m512i q = _mm512_cvtps_epi32(qf);
+            _mm_storeu_si128((__m128i *)(a + b * 32 + 16 * h), _mm512_cvtepi32_epi8(q));
+            if (digits == 2) {
+                const __m512 rf = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(t, qf), _mm512_set1_ps(256.f)),
+                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                const __m512i r = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(rf), _mm512_set1_epi32(127)),
+                                                   _mm512_set1_epi32(-127));
+                _mm_storeu_si128((__m128i *)(a + K + b * 32 + 16 * h), _mm512_cvtepi32_epi8(r));
+                sum[h] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(q, 8), r));
+            } else {
+                sum[h] = _mm512_reduce_add_epi32(q);
+            }
+        }
+#else
+        float xs[32];
         for (int j = 0; j < 32; j++) {
             xs[j] = bf16_to_f32(x[b * 32 + j]);
-            amax = fmaxf(amax, fabsf(xs[j]));
+            const float v = fabsf(xs[j]);
+            amax = v > amax ? v : amax;   /* fmaxf's result, without its library call */
         }
         const float inv = amax > 0.f ? 127.f / amax : 0.f;
-        int sum[2] = {0, 0};
         for (int j = 0; j < 32; j++) {
             const float t = xs[j] * inv;
             const int q = (int)nearbyintf(t);
@@ -86,6 +126,7 @@ static void quantize_row(const uint16_t *x, int K, int G, int digits, int8_t *a,
                 sum[j / 16] += q;
             }
         }
+#endif
         s[b] = digits == 2 ? amax / 127.f / 256.f : amax / 127.f;
         if (G == 32) {
             sa[b] = s[b] * (float)(sum[0] + sum[1]);
@@ -96,11 +137,13 @@ static void quantize_row(const uint16_t *x, int K, int G, int digits, int8_t *a,
     }
 }
 
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
-#define W8A8_AVX512 1
-#else
-#define W8A8_AVX512 0
-#endif
+/* the quantized activations as the kernel makes them (for tests): x [M][K] -> a [M][digits][K], s [M][K/32],
+ * sa [M][K/G] */
+void w8a8_quantize(const uint16_t *x, int M, int K, int G, int digits, int8_t *a, float *s, float *sa) {
+    for (int i = 0; i < M; i++)
+        quantize_row(x + (size_t)i * K, K, G, digits, a + (size_t)i * digits * K, s + (size_t)i * (K / 32),
+                     sa + (size_t)i * (K / G));
+}
 
 #define MR 4 /* activation rows per pass over a tile's weights */
 
@@ -113,10 +156,10 @@ static inline int q_at(const uint8_t *qw, int G, int BITS, int g, int r, int k) 
     if (BITS == 8) return blk[(k / 4) * 64 + 4 * r + k % 4];
     const int h = k / 8, j = k % 4;
     const uint8_t v = blk[h * 64 + 4 * r + j];
-    const int lo = (k % 8) < 4 ? v & 0x0F : v >> 4;
     uint64_t mask;
     memcpy(&mask, blk + 256 + 8 * (k / 4), 8);
-    return lo | (int)((mask >> (4 * r + j)) & 1u) << 4;
+    const int bit = (int)((mask >> (4 * r + j)) & 1u);
+    return (k % 8) < 4 ? (v & 0x0F) | bit << 4 : (v >> 4) << 1 | bit;
 }
 
 static inline float scale_at(const void *v, int HALF, size_t i) {
@@ -140,16 +183,15 @@ static inline __attribute__((always_inline)) void tile_rows(
         if (BITS == 8) {
             for (int c = 0; c < G / 4; c++) w[c] = _mm512_loadu_si512((const void *)(blk + (size_t)c * 64));
         } else {
-            const __m512i lo4 = _mm512_set1_epi8(0x0F), bit4 = _mm512_set1_epi8(0x10);
+            /* w[2h] = q, w[2h + 1] = 8 q: an AND and a masked add each (the masks load straight from memory) */
+            const __m512i lo4 = _mm512_set1_epi8(0x0F), hi4 = _mm512_set1_epi8((char)0xF0);
+            const __m512i bit4 = _mm512_set1_epi8(0x10), bit3 = _mm512_set1_epi8(0x08);
+            const __mmask64 *plane = (const __mmask64 *)(blk + 256);
             for (int h = 0; h < 4; h++) {
                 const __m512i v = _mm512_loadu_si512((const void *)(blk + h * 64));
-                w[2 * h] = _mm512_and_si512(v, lo4);
-                w[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi16(v, 4), lo4);
-            }
-            for (int c = 0; c < 8; c++) {
-                uint64_t hb;
-                memcpy(&hb, blk + 256 + 8 * c, 8);
-                w[c] = _mm512_mask_add_epi8(w[c], _cvtu64_mask64(hb), w[c], bit4);
+                const __m512i lo = _mm512_and_si512(v, lo4), hi = _mm512_and_si512(v, hi4);
+                w[2 * h] = _mm512_mask_add_epi8(lo, _load_mask64((__mmask64 *)&plane[2 * h]), lo, bit4);
+                w[2 * h + 1] = _mm512_mask_add_epi8(hi, _load_mask64((__mmask64 *)&plane[2 * h + 1]), hi, bit3);
             }
         }
         __m512 d, m = _mm512_setzero_ps();
@@ -170,7 +212,8 @@ static inline __attribute__((always_inline)) void tile_rows(
                 i0 = _mm512_dpbusd_epi32(i0, w[c], _mm512_set1_epi32(lo));
                 i1 = _mm512_dpbusd_epi32(i1, w[c + 1], _mm512_set1_epi32(hi));
             }
-            __m512i idot = _mm512_add_epi32(i0, i1);
+            /* bits 5: odd quads hold 8 q, a multiple of 8 in every lane: the shift is exact */
+            __m512i idot = _mm512_add_epi32(i0, BITS == 5 ? _mm512_srai_epi32(i1, 3) : i1);
             if (digits == 2) {   /* |sum q a0| <= 32 * 255 * 127: times 256 still fits int32 */
                 __m512i j0 = _mm512_setzero_si512(), j1 = _mm512_setzero_si512();
                 for (int c = 0; c < G / 4; c += 2) {
@@ -180,7 +223,8 @@ static inline __attribute__((always_inline)) void tile_rows(
                     j0 = _mm512_dpbusd_epi32(j0, w[c], _mm512_set1_epi32(lo));
                     j1 = _mm512_dpbusd_epi32(j1, w[c + 1], _mm512_set1_epi32(hi));
                 }
-                idot = _mm512_add_epi32(_mm512_slli_epi32(idot, 8), _mm512_add_epi32(j0, j1));
+                idot = _mm512_add_epi32(_mm512_slli_epi32(idot, 8),
+                                        _mm512_add_epi32(j0, BITS == 5 ? _mm512_srai_epi32(j1, 3) : j1));
             }
             const __m512 dots = _mm512_cvtepi32_ps(idot);
             const float sai = sa[(size_t)i * ng + g];

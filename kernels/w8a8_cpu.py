@@ -17,6 +17,7 @@ The kernel is C (`w8a8_cpu.c`), built and cached like w4a8_cpu.c (kernels/native
     w8a8_linear(x, w, digits) -> y        x [M, K] bf16 -> y [M, N] bf16 on torch's thread count
     w8a8_linear_ref(x, w, digits) -> y    the same arithmetic in torch (float64 sums), the tests' reference
     gemm_call()                           the kernel over plain ints, unchecked (the runtime's Linear checks once)
+    quantize_activations(x, group, digits) the kernel's own int8 activations and scales (the tests compare them)
 
 Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`), group 16 or 32.
 """
@@ -38,6 +39,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.w8a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 9
     lib.w8a8_gemm.restype = ctypes.c_int
     lib.w8a8_isa.restype = ctypes.c_char_p
+    lib.w8a8_quantize.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 4 + [ctypes.c_void_p] * 3
+    lib.w8a8_quantize.restype = None
 
 
 _NATIVE = NativeLibrary(Path(__file__).with_name("w8a8_cpu.c"), _declare,
@@ -136,13 +139,15 @@ def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor, group: int) -> W8A8W
 
 
 def _pack5(q: torch.Tensor, T: int, K: int) -> torch.Tensor:
-    """q [N, K] uint8 0..31 -> [N, K * 5/16]: per tile and block of 32, the low nibbles in w4a8_cpu.c's order, then
-    8 uint64 masks of the fifth bits (w8a8_cpu.c)."""
+    """q [N, K] uint8 0..31 -> [N, K * 5/16]: per tile and block of 32, 256 bytes of nibbles in w4a8_cpu.c's order,
+    then 8 uint64 masks (w8a8_cpu.c): a low nibble holds q & 15 and its mask bit q >> 4; a high nibble q >> 1 and
+    its mask bit q & 1."""
     nb = K // 32
-    blocks = q.view(T, 16, nb, 32).permute(0, 2, 1, 3)                 # [T, nb, 16 rows, 32]
-    lo = (blocks & 15).view(T, nb, 16, 4, 2, 4)                        # row, quarter h, half, j
-    nib = (lo[..., 0, :] | (lo[..., 1, :] << 4)).permute(0, 1, 3, 2, 4).reshape(T, nb, 256)   # (h, row, j)
-    hi = ((blocks >> 4) & 1).view(T, nb, 16, 8, 4).permute(0, 1, 3, 2, 4).reshape(T, nb, 8, 64).to(torch.int64)
+    blocks = q.view(T, 16, nb, 32).permute(0, 2, 1, 3).view(T, nb, 16, 4, 2, 4)   # row, quarter h, half, j
+    first, second = blocks[..., 0, :], blocks[..., 1, :]
+    nib = ((first & 15) | (second >> 1) << 4).permute(0, 1, 3, 2, 4).reshape(T, nb, 256)    # (h, row, j)
+    bit = torch.stack([first >> 4, second & 1], -2)                     # row, h, half, j: mask c = 2h + half
+    hi = bit.view(T, nb, 16, 8, 4).permute(0, 1, 3, 2, 4).reshape(T, nb, 8, 64).to(torch.int64)
     masks = (hi << torch.arange(64)).sum(-1)                           # bit 4r + j of mask c
     mask_bytes = ((masks[..., None] >> (8 * torch.arange(8))) & 255).to(torch.uint8).reshape(T, nb, 64)
     return torch.cat([nib, mask_bytes], -1).reshape(T * 16, -1).contiguous()
@@ -151,12 +156,13 @@ def _pack5(q: torch.Tensor, T: int, K: int) -> torch.Tensor:
 def _unpack5(qw: torch.Tensor, T: int, K: int) -> torch.Tensor:
     nb = K // 32
     blk = qw.view(T, nb, 320)
-    nib = blk[..., :256].view(T, nb, 4, 16, 4).permute(0, 1, 3, 2, 4)   # tile, block, row, h, j
-    lo = torch.stack([nib & 15, nib >> 4], -2).reshape(T, nb, 16, 32)   # (h, half, j)
+    nib = blk[..., :256].view(T, nb, 4, 16, 4).permute(0, 1, 3, 2, 4).to(torch.int64)   # tile, block, row, h, j
     masks = (blk[..., 256:].view(T, nb, 8, 8).to(torch.int64) << (8 * torch.arange(8))).sum(-1)   # [T, nb, 8]
-    bits = (masks[..., None] >> torch.arange(64)) & 1                   # [T, nb, c, 4r + j]
-    hi = bits.view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4).reshape(T, nb, 16, 32)
-    return (lo.to(torch.int64) | (hi << 4)).permute(0, 2, 1, 3).reshape(T * 16, K).to(torch.uint8)
+    bits = ((masks[..., None] >> torch.arange(64)) & 1).view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4)  # row, c, j
+    first = (nib & 15) | bits[..., 0::2, :] << 4
+    second = (nib >> 4) << 1 | bits[..., 1::2, :]
+    q = torch.stack([first, second], -2).reshape(T, nb, 16, 32)         # (h, half, j)
+    return q.permute(0, 2, 1, 3).reshape(T * 16, K).to(torch.uint8)
 
 
 def unpack(w: W8A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -207,6 +213,19 @@ def w8a8_linear(x: torch.Tensor, w: W8A8Weights, digits: int = 1, out: torch.Ten
                            M, N, K, w.group, w.bits, int(w.half), int(w.sym), digits, torch.get_num_threads()) != 0:
         raise MemoryError(f"w8a8_linear: out of memory for a [{M}, {K}] x [{N}, {K}] matmul")
     return y
+
+
+def quantize_activations(x: torch.Tensor, group: int, digits: int, lib: ctypes.CDLL | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The kernel's own quantized activations (for tests): x [M, K] bfloat16 -> (a [M, digits, K] int8, s [M, K/32]
+    float32, sa [M, K/group] float32: s times the sum of each weight block's integers, digits combined)."""
+    lib = lib or library()
+    M, K = x.shape
+    x = x.contiguous()
+    a = torch.empty(M, digits, K, dtype=torch.int8)
+    s, sa = torch.empty(M, K // 32), torch.empty(M, K // group)
+    lib.w8a8_quantize(x.data_ptr(), M, K, group, digits, a.data_ptr(), s.data_ptr(), sa.data_ptr())
+    return a, s, sa
 
 
 def w8a8_linear_ref(x: torch.Tensor, w: W8A8Weights, digits: int = 1) -> torch.Tensor:

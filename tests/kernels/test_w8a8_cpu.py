@@ -140,3 +140,39 @@ def test_a_weight_off_the_5_bit_window_keeps_8_bits():
     q, d, m, group = layout_weights("min5h", 16, 64, 2)
     q[0, 0] = 32
     assert k.pack(q, d, m, group).bits == 8
+
+
+def awkward_activations(M: int, K: int, seed: int) -> torch.Tensor:
+    """bfloat16 rows with the cases quantization can get wrong: a zero block, a block of one value (every t is
+    +-127), halves that round to even (x = (k + 0.5) amax / 127 for some k), tiny and huge magnitudes, -0.0."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(M, K, generator=g) * torch.logspace(-6, 6, M)[:, None]
+    x[0, :32] = 0
+    x[0, 32:64] = -0.0
+    x[1, 32:64] = 3.0
+    halves = (torch.randint(-127, 127, (32,), generator=g) + 0.5) / 127
+    x[2, 64:96] = halves * 2.0
+    x[2, 64] = 2.0
+    return x.to(torch.bfloat16)
+
+
+@pytest.mark.parametrize("group", [16, 32])
+@pytest.mark.parametrize("digits", [1, 2])
+def test_quantized_activations_are_the_same_on_every_path(group, digits):
+    """This CPU's vectorized quantization and the portable C give the same int8 digits and the same float32 scales
+    and scaled sums, bit for bit, and both equal the torch reference's integers and scales."""
+    from sglite.kernels.w4a8_cpu import quantize_activations_ref
+    M, K = 12, 320
+    x = awkward_activations(M, K, 3)
+    native = k.quantize_activations(x, group, digits)
+    portable = k.quantize_activations(x, group, digits, lib=k._build("x86-64"))
+    for u, v in zip(native, portable):
+        assert torch.equal(u, v)
+    a, s, sa = native
+    ref_a, ref_s = quantize_activations_ref(x, digits)
+    both = a[:, 0].double() * 256 + a[:, 1].double() if digits == 2 else a[:, 0].double()
+    assert torch.equal(both.view(M, K // 32, 32), ref_a.double())
+    assert torch.equal(s.double(), ref_s[..., 0].float().double())
+    sums = both.view(M, K // group, group).sum(-1)
+    assert torch.equal(sa, (s.repeat_interleave(32 // group, dim=1).double() * sums).float())
+    assert bool((a[0, :, :64] == 0).all()) and bool((a[1, 0, 32:64] == 127).all())

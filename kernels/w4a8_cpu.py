@@ -13,6 +13,7 @@ False and the runtime does not offer the format (`unavailable_reason()` says why
     w4a8_linear(x, w, digits) -> y      x [M, K] bf16 -> y [M, N] bf16 on torch's thread count; digits 1: one int8
                                         per activation, 2: two (about 15 bits)
     w4a8_linear_ref(x, w, digits) -> y  the same arithmetic in torch (float64 sums), the tests' reference
+    quantize_activations(x, digits)     the kernel's own int8 activations and scales (the tests compare them)
     gemm_call()                         the kernel over plain ints, unchecked (the runtime's Linear checks once)
 
 Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`).
@@ -35,6 +36,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6
     lib.w4a8_gemm.restype = ctypes.c_int
     lib.w4a8_isa.restype = ctypes.c_char_p
+    lib.w4a8_quantize.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3
+    lib.w4a8_quantize.restype = None
 
 
 _NATIVE = NativeLibrary(Path(__file__).with_name("w4a8_cpu.c"), _declare,
@@ -164,6 +167,19 @@ def w4a8_linear(x: torch.Tensor, w: W4A8Weights, digits: int = 1, out: torch.Ten
                            M, N, K, int(w.sym), digits, torch.get_num_threads()) != 0:
         raise MemoryError(f"w4a8_linear: out of memory for a [{M}, {K}] x [{N}, {K}] matmul")
     return y
+
+
+def quantize_activations(x: torch.Tensor, digits: int, lib: ctypes.CDLL | None = None
+                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The kernel's own quantized activations (for tests): x [M, K] bfloat16 -> (a [M, digits, K] int8, s and sa
+    [M, K/32] float32: the block scales and s times the sum of each block's integers, digits combined)."""
+    lib = lib or library()
+    M, K = x.shape
+    x = x.contiguous()
+    a = torch.empty(M, digits, K, dtype=torch.int8)
+    s, sa = torch.empty(M, K // 32), torch.empty(M, K // 32)
+    lib.w4a8_quantize(x.data_ptr(), M, K, digits, a.data_ptr(), s.data_ptr(), sa.data_ptr())
+    return a, s, sa
 
 
 def quantize_activations_ref(x: torch.Tensor, digits: int) -> tuple[torch.Tensor, torch.Tensor]:

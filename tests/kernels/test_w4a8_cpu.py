@@ -143,3 +143,27 @@ def test_symmetric_blocks_store_no_minimum_and_compute_the_same(lib, digits):
     assert bool(((y.float() - ref).abs() <= ref.abs() * 2 ** -7 + 1e-5 * ref.abs().amax(dim=1, keepdim=True)).all())
     assert all(torch.equal(k.w4a8_linear(x[i:i + 1].contiguous(), w, digits, lib=lib), y[i:i + 1]) for i in range(9))
     assert not k.pack(q, d, -8 * d + 1e-3).sym
+
+
+@pytest.mark.parametrize("digits", [1, 2])
+def test_quantized_activations_are_the_same_on_every_path(lib, digits):
+    """Each build's quantization (AVX-512 vectorized, AVX2 and portable C) gives the torch reference's integers and
+    float32 scales bit for bit, and the same float32 scaled sums as this CPU's build; blocks of zeros, of one value,
+    of halves that round to even, and rows from 1e-6 to 1e6."""
+    M, K = 12, 320
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(M, K, generator=g) * torch.logspace(-6, 6, M)[:, None]
+    x[0, :32] = 0
+    x[1, 32:64] = 3.0
+    x[2, 64:96] = (torch.randint(-127, 127, (32,), generator=g) + 0.5) / 127 * 2.0
+    x[2, 64] = 2.0
+    x = x.to(torch.bfloat16)
+    a, s, sa = k.quantize_activations(x, digits, lib=lib)
+    ref_a, ref_s = k.quantize_activations_ref(x, digits)
+    both = a[:, 0].double() * 256 + a[:, 1].double() if digits == 2 else a[:, 0].double()
+    assert torch.equal(both.view(M, K // 32, 32), ref_a.double())
+    assert torch.equal(s.double(), ref_s[..., 0].float().double())
+    assert torch.equal(sa, (s.double() * both.view(M, K // 32, 32).sum(-1)).float())
+    assert torch.equal(sa, k.quantize_activations(x, digits)[2])
+    assert bool((a[0, :, :32] == 0).all())
+    assert bool((a[1, 0, 32:64] == 127).all())

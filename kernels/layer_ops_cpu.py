@@ -6,6 +6,12 @@ pass, against a few hundred nanoseconds of arithmetic).
     rope_store(qkv, cos, sin, q_out, k_cache, v_cache, slots)
                                           rotary on Q and K (half-split layout, float32), Q out as float32 holding
                                           bf16-rounded values, K (rotated) and V written to the pool at `slots`
+    post_add_rms_norm(h, add, post_w, w, eps, out)
+                                          Gemma 2/3's sandwich: h += rms_norm(add) * post_w (float32), then
+                                          out = bf16(rms_norm(h) * w) (out None: h only)
+    qk_norm_rope_store(qkv, cos, sin, q_w, k_w, eps, q_out, k_cache, v_cache, slots)
+                                          rope_store with Qwen3's and Gemma 3's per-head RMSNorm of Q and K first
+                                          (bf16 in and out, rounded once, as torch's rms_norm of bf16)
     silu_mul(gate_up, out, lo)            out = bf16(bf16(silu(gate)) * up) for rows lo.., as torch's two ops
                                           round (its exp is ours, not torch's: equal bf16 results on the tests'
                                           2M values, gates from N(0, 1) to N(0, 200^2)). The model runs it on
@@ -69,6 +75,80 @@ if numba is not None:
                 tmp[i] = h[t, i] * r * w[i]
             for i in range(H):
                 out[t, i] = _round_bf16(tb[i])
+
+    @numba.njit(fastmath=True, cache=True)
+    def _post_add_rms_norm(h, add, post_w, w, eps, out):
+        # Gemma 2/3's sandwich: h += rms_norm(add) * post_w (float32), then out = bf16(rms_norm(h) * w).
+        # h [T, H] float32 (updated in place), add [T, H] bf16 bits, post_w / w [H] float32, out [T, H] bits
+        # (no rows: h is only updated)
+        T, H = h.shape
+        tmp = np.empty(H, np.float32)
+        tb = tmp.view(np.uint32)
+        for t in range(T):
+            for i in range(H):
+                tb[i] = _widen(add[t, i])
+            ss = np.float32(0.0)
+            for i in range(H):
+                ss += tmp[i] * tmp[i]
+            r = np.float32(1.0) / np.sqrt(ss / np.float32(H) + eps)
+            for i in range(H):
+                h[t, i] += tmp[i] * r * post_w[i]
+            if out.shape[0] == 0:
+                continue
+            ss = np.float32(0.0)
+            for i in range(H):
+                ss += h[t, i] * h[t, i]
+            r = np.float32(1.0) / np.sqrt(ss / np.float32(H) + eps)
+            for i in range(H):
+                tmp[i] = h[t, i] * r * w[i]
+            for i in range(H):
+                out[t, i] = _round_bf16(tb[i])
+
+    @numba.njit(fastmath=True, inline="always")
+    def _inv_rms(x, D, eps):
+        ss = np.float32(0.0)
+        for d in range(D):
+            ss += x[d] * x[d]
+        return np.float32(1.0) / np.sqrt(ss / np.float32(D) + eps)
+
+    @numba.njit(cache=True)
+    def _qk_norm_rope_store(qkv, cos, sin, Hq, Hk, D, q_w, k_w, eps, q_out, k_cache, v_cache, slots):
+        # _rope_store with Qwen3's and Gemma 3's per-head RMSNorm first: each Q (K) head becomes
+        # bf16(x * rms(x) * q_w) (k_w), as torch's rms_norm of a bf16 tensor rounds once, then rotates.
+        # q_w / k_w [D] float32 (the bf16 norm weights, widened)
+        T = qkv.shape[0]
+        half = D // 2
+        x = np.empty(D, np.float32)
+        xb = x.view(np.uint32)
+        y = np.empty(D, np.float32)
+        yb = y.view(np.uint32)
+        for t in range(T):
+            for h in range(Hq + Hk):
+                base = h * D
+                for d in range(D):
+                    xb[d] = _widen(qkv[t, base + d])
+                r = _inv_rms(x, D, eps)
+                nw = q_w if h < Hq else k_w
+                for d in range(D):
+                    y[d] = x[d] * r * nw[d]
+                for d in range(D):
+                    xb[d] = _widen(_round_bf16(yb[d]))
+                for d in range(half):
+                    y[d] = x[d] * cos[t, d] + (-x[d + half]) * sin[t, d]
+                for d in range(half, D):
+                    y[d] = x[d] * cos[t, d] + x[d - half] * sin[t, d]
+                if h < Hq:
+                    for d in range(D):
+                        yb[d] = _widen(_round_bf16(yb[d]))
+                    for d in range(D):
+                        q_out[t, h, d] = y[d]
+                else:
+                    for d in range(D):
+                        k_cache[slots[t], h - Hq, d] = _round_bf16(yb[d])
+            vbase = (Hq + Hk) * D
+            for h in range(Hk):
+                for d in range(D):
+                    v_cache[slots[t], h, d] = qkv[t, vbase + h * D + d]
 
     @numba.njit(cache=True)
     def _rope_store(qkv, cos, sin, Hq, Hk, D, q_out, k_cache, v_cache, slots):
@@ -155,6 +235,9 @@ if numba is not None:
 add_rms_norm_kernel = _add_rms_norm if numba is not None else None     # (h, add, w, eps, out, with_add)
 rope_store_kernel = _rope_store if numba is not None else None         # (qkv, cos, sin, Hq, Hk, D, q_out, k, v, slots)
 silu_mul_kernel = _silu_mul if numba is not None else None             # (gate_up, out, lo)
+post_add_rms_norm_kernel = _post_add_rms_norm if numba is not None else None   # (h, add, post_w, w, eps, out)
+qk_norm_rope_store_kernel = _qk_norm_rope_store if numba is not None else None
+#                                            (qkv, cos, sin, Hq, Hk, D, q_w, k_w, eps, q_out, k, v, slots)
 
 
 # --- entry points over torch tensors (checked once by the caller: CPU, contiguous, the dtypes below) ---------
@@ -172,6 +255,44 @@ def add_rms_norm_ref(h, add, w, eps, out):
         h += add
     out.copy_(F.rms_norm(h, (h.shape[-1],), w, eps).to(out.dtype))
     return out
+
+
+def post_add_rms_norm(h: torch.Tensor, add: torch.Tensor, post_w: torch.Tensor, w: torch.Tensor, eps: float,
+                      out: torch.Tensor | None) -> torch.Tensor:
+    """h [T, H] float32 += rms_norm(add [T, H] bf16) * post_w, in place; then out [T, H] bf16 = rms_norm(h) * w
+    (written and returned; None: h only). post_w, w [H] float32."""
+    o = bits(out) if out is not None else np.empty((0, 0), np.int16)
+    _post_add_rms_norm(h.numpy(), bits(add), post_w.numpy(), w.numpy(), np.float32(eps), o)
+    return out if out is not None else h
+
+
+def post_add_rms_norm_ref(h, add, post_w, w, eps, out):
+    h += F.rms_norm(add.float(), (h.shape[-1],), post_w, eps)
+    if out is None:
+        return h
+    out.copy_(F.rms_norm(h, (h.shape[-1],), w, eps).to(out.dtype))
+    return out
+
+
+def qk_norm_rope_store(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int,
+                       num_kv_heads: int, q_w: torch.Tensor, k_w: torch.Tensor, eps: float, q_out: torch.Tensor,
+                       k_cache: np.ndarray, v_cache: np.ndarray, slots: torch.Tensor) -> torch.Tensor:
+    """rope_store() with each Q and K head RMS-normed first (q_w, k_w [D] bf16 weights). Returns q_out."""
+    D = q_out.shape[-1]
+    _qk_norm_rope_store(bits(qkv), cos.numpy(), sin.numpy(), num_heads, num_kv_heads, D, q_w.float().numpy(),
+                        k_w.float().numpy(), np.float32(eps), q_out.numpy(), k_cache, v_cache, slots.numpy())
+    return q_out
+
+
+def qk_norm_rope_store_ref(qkv, cos, sin, num_heads, num_kv_heads, q_w, k_w, eps, q_out, k_buffer, v_buffer,
+                           slots):
+    """The eager layer's ops (runtime/model.py's q/k-norm branch); k_buffer/v_buffer are the pool's tensors."""
+    T, D = qkv.shape[0], q_out.shape[-1]
+    q = F.rms_norm(qkv[:, :num_heads * D].view(T, num_heads, D), (D,), q_w, eps)
+    k = F.rms_norm(qkv[:, num_heads * D:(num_heads + num_kv_heads) * D].view(T, num_kv_heads, D), (D,), k_w, eps)
+    normed = torch.cat([q, k], 1).reshape(T, -1)
+    return rope_store_ref(torch.cat([normed, qkv[:, (num_heads + num_kv_heads) * D:]], 1), cos, sin, num_heads,
+                          num_kv_heads, q_out, k_buffer, v_buffer, slots)
 
 
 def rope_store(qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, num_heads: int, num_kv_heads: int,

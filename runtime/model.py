@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -37,6 +38,16 @@ class LayerWeights:
     post_ffn_norm: torch.Tensor | None = None   # [H]   Gemma 2/3: norm of the MLP output
     window: int | None = None                   # the layer attends to the last `window` positions (None: all)
     rope: int = 0                               # index of the layer's rotary tables in LlamaModel.rope
+
+
+class FusedNorms(NamedTuple):
+    """A layer's norm weights as float32 arrays for the fused CPU kernels (None: the layer has no such norm)."""
+    attn: np.ndarray
+    ffn: np.ndarray
+    post_attn: np.ndarray | None
+    post_ffn: np.ndarray | None
+    q: np.ndarray | None
+    k: np.ndarray | None
 
 
 class LlamaModel:
@@ -123,15 +134,18 @@ class LlamaModel:
             L.rope = kinds.index(c.layer_rope(i))
         self.cos, self.sin = self.rope[0]
         self.scale = 1.0 / math.sqrt(c.head_dim) if c.attention_scale is None else c.attention_scale
-        # the fused CPU layer (kernels/layer_ops_cpu.py) covers the plain Llama layer in bfloat16 activations
+        # the fused CPU layer (kernels/layer_ops_cpu.py) covers, in bfloat16 activations, the Llama layer and its
+        # Qwen3 (q/k norms) and Gemma 3 (sandwich norms, GELU-tanh, two rope bases) variants
         from sglite.kernels import layer_ops_cpu
         self.fused_cpu = (self.device.type == "cpu" and self.dtype == torch.bfloat16 and layer_ops_cpu.available()
-                          and not c.qk_norm and not c.sandwich_norms and c.hidden_act == "silu"
-                          and c.rotary_dim == c.head_dim and len(self.rope) == 1
+                          and c.hidden_act in ("silu", "gelu_pytorch_tanh") and c.rotary_dim == c.head_dim
                           and c.attn_logit_softcapping is None
                           and os.environ.get("SGLITE_FUSED_CPU", "1") != "0")
-        if self.fused_cpu:   # numpy views of the norm weights, sharing the tensors' memory
-            self._norms_np = [(L.attn_norm.numpy(), L.ffn_norm.numpy()) for L in self.layers]
+        if self.fused_cpu:   # float32 numpy arrays of the norm weights (views where they are float32 already)
+            def arr(t: torch.Tensor | None) -> np.ndarray | None:
+                return None if t is None else t.float().contiguous().numpy()
+            self._norms_np = [FusedNorms(arr(L.attn_norm), arr(L.ffn_norm), arr(L.post_attn_norm),
+                                         arr(L.post_ffn_norm), arr(L.q_norm), arr(L.k_norm)) for L in self.layers]
             self._no_add = np.empty((0, 0), np.int16)
         self.act = {"silu": F.silu, "gelu": F.gelu,
                     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[c.hidden_act]
@@ -207,54 +221,72 @@ class LlamaModel:
         return logits
 
     def _forward_fused(self, fb: ForwardBatch, attn) -> torch.Tensor:
-        """forward() with each layer's small ops fused by kernels/layer_ops_cpu.py (numba, bfloat16 activations,
-        the plain Llama layer): the eager pass to bf16 rounding (RMSNorm sums in another order), with four kernel
-        calls per layer in place of ~15 eager ops. The rotary kernel writes K/V into the pool itself; the backend
-        then only attends."""
+        """forward() with each layer's small ops fused by kernels/layer_ops_cpu.py (numba, bfloat16 activations):
+        the eager pass to bf16 rounding (RMSNorm sums in another order), with four kernel calls per layer in place
+        of ~15 eager ops (~35 with Gemma 3's q/k and sandwich norms). The rotary kernel writes K/V into the pool
+        itself; the backend then only attends."""
         from sglite.kernels import layer_ops_cpu as ops
 
         c = self.config
         act = self.dtype
         h = self._embed(fb)                                            # [T, H] float32, the residual stream
-        cos, sin = self.cos[fb.positions], self.sin[fb.positions]      # [T, D]
         T = h.shape[0]
         split = fb.decode_from
         eps = c.rms_norm_eps
+        F_ = c.intermediate_size
         x = torch.empty((T, c.hidden_size), dtype=act)                 # the normed input of each projection
         q = torch.empty((T, c.num_heads, c.head_dim))                  # rotated queries (bf16 values, float32)
-        y = torch.empty((T, c.intermediate_size), dtype=act)           # SiLU(gate) * up, the down projection's input
+        y = torch.empty((T, F_), dtype=act)                            # act(gate) * up, the down projection's input
         # each projection's output, written in place layer after layer (each is consumed before the next layer
         # writes it; the down projection's by the next layer's first kernel)
         qkv_y = torch.empty((T, self.layers[0].qkv.out_features), dtype=act)
-        a_y, gu_y, m_y = (torch.empty((T, n), dtype=act) for n in (c.hidden_size, 2 * c.intermediate_size,
-                                                                   c.hidden_size))
+        a_y, gu_y, m_y = (torch.empty((T, n), dtype=act) for n in (c.hidden_size, 2 * F_, c.hidden_size))
         o_act = torch.empty((T, c.num_heads, c.head_dim), dtype=act)    # attention's output, rounded for L.o
         o_rows = o_act.view(T, c.q_size)
         # numpy views made once per pass (a view costs about what a kernel's arithmetic on one row does)
         h_np, x_np, q_np, y_np = h.numpy(), ops.bits(x), q.numpy(), ops.bits(y)
         qkv_np, a_np, gu_np, m_np = ops.bits(qkv_y), ops.bits(a_y), ops.bits(gu_y), ops.bits(m_y)
-        cos_np, sin_np, slots = cos.numpy(), sin.numpy(), fb.out_cache_loc.numpy()
+        ropes = [(cos[fb.positions].numpy(), sin[fb.positions].numpy()) for cos, sin in self.rope]   # each [T, D]
+        slots = fb.out_cache_loc.numpy()
         eps32 = np.float32(eps)
+        silu = c.hidden_act == "silu"
         for i, L in enumerate(self.layers):
-            attn_norm, ffn_norm = self._norms_np[i]
+            n = self._norms_np[i]
             if i == 0:
-                ops.add_rms_norm_kernel(h_np, self._no_add, attn_norm, eps32, x_np, False)
+                ops.add_rms_norm_kernel(h_np, self._no_add, n.attn, eps32, x_np, False)
+            elif n.post_ffn is not None:                               # h += norm(m); x = norm(h)
+                ops.post_add_rms_norm_kernel(h_np, m_np, self._norms_np[i - 1].post_ffn, n.attn, eps32, x_np)
             else:                                                      # h += m; x = norm(h)
-                ops.add_rms_norm_kernel(h_np, m_np, attn_norm, eps32, x_np, True)
+                ops.add_rms_norm_kernel(h_np, m_np, n.attn, eps32, x_np, True)
             k_bits, v_bits = attn.pool_bits(i)
+            cos_np, sin_np = ropes[L.rope]
             L.qkv(x, split, out=qkv_y)
-            ops.rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, q_np, k_bits,
-                                  v_bits, slots)
+            if n.q is None:
+                ops.rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, q_np,
+                                      k_bits, v_bits, slots)
+            else:
+                ops.qk_norm_rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, n.q,
+                                              n.k, eps32, q_np, k_bits, v_bits, slots)
             o_act.copy_(attn.attend(q, i, fb, self.scale, window=L.window))   # [T, Hq, D] float32, rounded to act
             L.o(o_rows, split, out=a_y)
-            ops.add_rms_norm_kernel(h_np, a_np, ffn_norm, eps32, x_np, True)
+            if n.post_attn is not None:
+                ops.post_add_rms_norm_kernel(h_np, a_np, n.post_attn, n.ffn, eps32, x_np)
+            else:
+                ops.add_rms_norm_kernel(h_np, a_np, n.ffn, eps32, x_np, True)
             L.gate_up(x, split, out=gu_y)                              # [T, 2F]: gate | up
-            if split < T:       # decode rows: the kernel (prefill rows keep torch's ops, see layer_ops_cpu)
-                ops.silu_mul_kernel(gu_np, y_np, split)
-            if split > 0:
-                ops.silu_mul_ref(gu_y[:split], y[:split])
+            if not silu:                                               # GELU-tanh: torch's ops, every row
+                torch.mul(self.act(gu_y[:, :F_]), gu_y[:, F_:], out=y)
+            else:
+                if split < T:   # decode rows: the kernel (prefill rows keep torch's ops, see layer_ops_cpu)
+                    ops.silu_mul_kernel(gu_np, y_np, split)
+                if split > 0:
+                    ops.silu_mul_ref(gu_y[:split], y[:split])
             L.down(y, split, out=m_y)
-        h += m_y
+        last = self._norms_np[-1]
+        if last.post_ffn is not None:
+            ops.post_add_rms_norm_kernel(h_np, m_np, last.post_ffn, last.ffn, eps32, self._no_add)
+        else:
+            h += m_y
         return self._logits(h, fb)
 
 

@@ -42,6 +42,45 @@ def test_rope_store_is_the_eager_rotary_bit_for_bit(T, Hq, Hk, D):
     assert k[0].abs().sum() == 0                       # nothing written outside the given slots
 
 
+@pytest.mark.parametrize("T,H", [(1, 64), (7, 640)])
+@pytest.mark.parametrize("scale", [1.0, 40.0])
+def test_post_add_rms_norm(T, H, scale):
+    """Gemma's sandwich: h += norm(add) * post_w, then the next norm; without an output, h only."""
+    g = torch.Generator().manual_seed(T + H + int(scale))
+    h = torch.randn(T, H, generator=g) * scale
+    add = (torch.randn(T, H, generator=g) * 3 * scale).to(torch.bfloat16)
+    post_w, w = 1 + torch.randn(H, generator=g) * 0.3, 1 + torch.randn(H, generator=g) * 0.3
+    h_ref, out_ref = h.clone(), torch.empty(T, H, dtype=torch.bfloat16)
+    out = torch.empty(T, H, dtype=torch.bfloat16)
+    h_only, h_only_ref = h.clone(), h.clone()
+    assert ops.post_add_rms_norm(h, add, post_w, w, 1e-6, out) is out
+    ops.post_add_rms_norm_ref(h_ref, add, post_w, w, 1e-6, out_ref)
+    torch.testing.assert_close(h, h_ref, rtol=2e-6, atol=1e-6 * scale)   # the norm's sum in another order
+    assert bf16_ulps(out, out_ref) <= 1
+    ops.post_add_rms_norm(h_only, add, post_w, w, 1e-6, None)
+    assert torch.equal(h_only, h)
+    ops.post_add_rms_norm_ref(h_only_ref, add, post_w, w, 1e-6, None)
+    torch.testing.assert_close(h_only, h_only_ref, rtol=2e-6, atol=1e-6 * scale)
+
+
+@pytest.mark.parametrize("T,Hq,Hk,D", [(1, 4, 1, 256), (5, 4, 2, 16)])
+def test_qk_norm_rope_store_is_the_eager_ops_bit_for_bit(T, Hq, Hk, D):
+    """Qwen3's and Gemma 3's per-head q/k RMSNorm (bf16 in, bf16 weight, rounded once), then the rotary."""
+    g = torch.Generator().manual_seed(T * D + 1)
+    qkv = (torch.randn(T, (Hq + 2 * Hk) * D, generator=g) * 4).to(torch.bfloat16)
+    q_w = (1 + torch.randn(D, generator=g) * 0.5).to(torch.bfloat16)
+    k_w = (1 + torch.randn(D, generator=g) * 0.5).to(torch.bfloat16)
+    cos, sin = torch.randn(T, D, generator=g), torch.randn(T, D, generator=g)
+    slots = torch.randperm(20, generator=g)[:T] + 1
+    k, v = torch.zeros(21, Hk, D, dtype=torch.bfloat16), torch.zeros(21, Hk, D, dtype=torch.bfloat16)
+    k_ref, v_ref = k.clone(), v.clone()
+    q, q_ref = torch.empty(T, Hq, D), torch.empty(T, Hq, D)
+    ops.qk_norm_rope_store(qkv, cos, sin, Hq, Hk, q_w, k_w, 1e-6, q, ops.bits(k), ops.bits(v), slots)
+    ops.qk_norm_rope_store_ref(qkv, cos, sin, Hq, Hk, q_w, k_w, 1e-6, q_ref, k_ref, v_ref, slots)
+    assert torch.equal(q, q_ref) and torch.equal(k, k_ref) and torch.equal(v, v_ref)
+    assert k[0].abs().sum() == 0
+
+
 @pytest.mark.parametrize("scale", [1.0, 10.0, 200.0])
 def test_silu_mul_is_the_eager_ops_bit_for_bit(scale):
     """Our exp (a polynomial) against torch's silu then mul, gates from near 0 to far past exp's overflow
@@ -59,18 +98,45 @@ def test_silu_mul_is_the_eager_ops_bit_for_bit(scale):
     assert (part[:5] == 7.0).all() and torch.equal(part[5:].view(torch.int16), ref[5:].view(torch.int16))
 
 
-def test_fused_model_pass_matches_eager_and_rows_do_not_depend_on_the_batch():
-    """A bf16 tiny model: the fused pass (prefill, then decode steps of 1 and of 3 requests) agrees with the
-    eager ops to bf16 rounding, and a request's logits are the same alone and beside others."""
+def _variant(kind: str):
+    """A tiny config and its random weights: the plain Llama layer, Qwen3's (q/k norms) or Gemma 3's (q/k norms,
+    sandwich norms, offset norms, scaled embeddings, GELU-tanh, windowed layers with their own rope base)."""
+    import dataclasses
+
+    from sglite.runtime.testing import random_weights, tiny_config
+
+    cfg = tiny_config(512, num_layers=3, hidden_size=64, num_heads=4)
+    if kind == "qwen3":
+        cfg = dataclasses.replace(cfg, architecture="qwen3", qk_norm=True)
+    elif kind == "gemma3":
+        cfg = dataclasses.replace(cfg, architecture="gemma3", qk_norm=True, sandwich_norms=True,
+                                  hidden_act="gelu_pytorch_tanh", norm_weight_offset=1.0,
+                                  embedding_multiplier=8.0, sliding_window=5, sliding_layers=(True, True, False),
+                                  rope_local_theta=10000.0, rope_theta=1e6, rms_norm_eps=1e-6,
+                                  attention_scale=0.25, num_kv_heads=1)
+    w = random_weights(cfg, seed=3)
+    g = torch.Generator().manual_seed(4)
+    for i in range(cfg.num_layers):
+        names = (["attn_q_norm", "attn_k_norm"] if cfg.qk_norm else []) + \
+                (["post_attention_norm", "post_ffw_norm"] if cfg.sandwich_norms else [])
+        for name in names:
+            size = cfg.head_dim if "q_norm" in name or "k_norm" in name else cfg.hidden_size
+            w[f"blk.{i}.{name}.weight"] = torch.randn(size, generator=g) * 0.3 + 1 - cfg.norm_weight_offset
+    return cfg, w
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen3", "gemma3"])
+def test_fused_model_pass_matches_eager_and_rows_do_not_depend_on_the_batch(kind):
+    """A bf16 tiny model: the fused pass (prefill, then decode steps of 1 and of 3 requests, past Gemma's window)
+    agrees with the eager ops to bf16 rounding, and a request's logits are the same alone and beside others."""
     from sglite.runtime.attention import create_attention_backend
     from sglite.runtime.forward_batch import ForwardBatch
     from sglite.runtime.kv_pool import KVPool
     from sglite.runtime.model import LlamaModel
-    from sglite.runtime.testing import random_weights, tiny_config
     from sglite.runtime.weight_plan import WeightPlan
 
-    cfg = tiny_config(512, num_layers=3, hidden_size=64, num_heads=4)
-    net = LlamaModel(cfg, random_weights(cfg, seed=3), plan=WeightPlan("bf16", "bf16"))
+    cfg, weights = _variant(kind)
+    net = LlamaModel(cfg, weights, plan=WeightPlan("bf16", "bf16"))
     assert net.fused_cpu
 
     def run(fused: bool, batch: int) -> list[torch.Tensor]:

@@ -1,8 +1,7 @@
-"""Regexes for JSON numbers, integers in a range, and numbers between integer bounds (no product automata:
-ranges are spelled out digit by digit)."""
+"""Regexes for JSON numbers, their exponent spellings, literal values and fractional bounds (ranges between
+whole bounds are digit automata built directly: digit_range.py)."""
 from __future__ import annotations
 
-import math
 from typing import Optional
 
 NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
@@ -64,66 +63,6 @@ def nat_range(a: int, b: Optional[int]) -> Optional[str]:
     return "(" + "|".join(parts) + ")"
 
 
-def integer_range(lo: Optional[int], hi: Optional[int]) -> Optional[str]:
-    """Regex for JSON integers in [lo, hi] (either may be None), including `-0` and `1.0` spellings."""
-    parts = []
-    if hi is None or hi >= 0:
-        r = nat_range(max(lo, 0) if lo is not None else 0, hi)
-        if r:
-            parts.append(r)
-    if lo is None or lo <= 0:
-        # negative side: magnitude m in [max(-hi, 0), -lo]; m = 0 is "-0", equal to 0
-        r = nat_range(max(-hi, 0) if hi is not None else 0, -lo if lo is not None else None)
-        if r:
-            parts.append("-" + r)
-    if not parts:
-        return None
-    return "(" + "|".join(parts) + r")(\.0+)?"
-
-
-def _magnitude(a: int, a_incl: bool, b: Optional[int], b_incl: bool) -> Optional[str]:
-    """Regex for decimals (no sign, no exponent) with value m in the interval from integer a to b."""
-    if b is not None and (b < a or (b == a and not (a_incl and b_incl))):
-        return None
-    if b is not None and b == a:
-        return str(a) + FRAC_ZERO
-    parts = []
-    mid = nat_range(a + 1, None if b is None else b - 1)
-    if mid:
-        parts.append(mid + FRAC_ANY)
-    parts.append(str(a) + (FRAC_ANY if a_incl else FRAC_NONZERO))
-    if b is not None and b_incl:
-        parts.append(str(b) + FRAC_ZERO)
-    return "(" + "|".join(parts) + ")"
-
-
-def number_range(lo: Optional[float], lo_excl: bool, hi: Optional[float], hi_excl: bool) -> Optional[str]:
-    """Regex for JSON numbers (no exponent form) in the interval; bounds must be whole numbers.
-    Raises ValueError for fractional bounds."""
-    for v in (lo, hi):
-        if v is not None and (not math.isfinite(v) or v != int(v)):
-            raise ValueError("fractional bound")
-    lo_i = int(lo) if lo is not None else None
-    hi_i = int(hi) if hi is not None else None
-    parts = []
-    # x >= 0 side: m = x
-    if hi_i is None or hi_i > 0 or (hi_i == 0 and not hi_excl):
-        a, a_incl = (0, True) if lo_i is None or lo_i < 0 else (lo_i, not lo_excl)
-        r = _magnitude(a, a_incl, hi_i, not hi_excl)
-        if r:
-            parts.append(r)
-    # x <= 0 side: m = -x
-    if lo_i is None or lo_i < 0 or (lo_i == 0 and not lo_excl):
-        a, a_incl = (0, True) if hi_i is None or hi_i > 0 else (-hi_i, not hi_excl)
-        b, b_incl = (None, False) if lo_i is None else (-lo_i, not lo_excl)
-        r = _magnitude(a, a_incl, b, b_incl)
-        if r:
-            parts.append("-" + r)
-    if not parts:
-        return None
-    return "(" + "|".join(parts) + ")"
-
-
 def _exponent(x: int) -> str:
     """Regex for the exponent part `e<x>` in every spelling (E, +, leading zeros)."""
     if x == 0:
@@ -156,7 +95,7 @@ def literal_number(v, exponent: bool = False) -> str:
         return plain
     sign, digits, k = d.normalize().as_tuple()
     if not any(digits):
-        return rf"-?0(\.0+)?([eE][+-]?[0-9]+)?"
+        return r"-?0(\.0+)?([eE][+-]?[0-9]+)?"
     body = "".join(map(str, digits))
     parts = []
     for x in range(k - EXP_SHIFT, k + len(body) + EXP_SHIFT):

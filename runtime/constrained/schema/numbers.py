@@ -12,9 +12,9 @@ from typing import Optional
 
 from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
+from ..automata.digit_range import digits_of, integer_range_fsm, number_range_fsm
 from ..automata.intersect import intersect
-from ..automata.json_numbers import (INTEGER, NUMBER, integer_range, integer_with_exponent, multiple_of_fsm,
-                                     number_bound, number_range)
+from ..automata.json_numbers import INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound
 from ..automata.number_spellings import with_exponents
 from ..automata.regex import regex_to_char_fsm
 from ..errors import GrammarError, UnsupportedSchemaError
@@ -24,6 +24,7 @@ from .lowerer import Lowerer
 MAX_MULTIPLE_OF = 10_000     # a step in units of its last decimal place (0.25 -> 25)
 PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"     # a number without exponent
 EXP_PLAIN_STATES = 1000      # the largest plain automaton that also gets its exponent spellings
+MAX_PRODUCT_STATES = 60_000  # a bounded range times multipleOf's remainders (10**1000 with a step of 7: 28k)
 
 
 def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -36,27 +37,29 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
     ihi = None if hi is None else (math.ceil(hi) - 1 if hi_excl else math.floor(hi))
     nots = tuple(sorted({_whole_step(v, ptr) for v in s.get("$notMultipleOf", [])}))
     text = _interval("integer", ilo, False, ihi, False)
-    if k > 1 or nots:
-        r = integer_range(ilo, ihi) if (lo is not None or hi is not None) else INTEGER
-        if r is None:
-            return sc.never()
-        if k > MAX_MULTIPLE_OF or any(n > MAX_MULTIPLE_OF for n in nots):
-            raise UnsupportedSchemaError("multipleOf", ptr, f"only steps up to {MAX_MULTIPLE_OF} are supported")
-
-        def build():
-            fsm = regex_to_char_fsm(r, False)
-            if k > 1:
-                fsm = intersect(fsm, multiple_of_fsm(k))
-            for n in nots:
-                fsm = intersect(fsm, decimal_multiple_fsm(n, 0, multiple=False))
-            return lower_char_fsm(fsm, False)
-        text += (f" multipleOf {k}" if k > 1 else "") + "".join(f" not multipleOf {n}" for n in nots)
-        return _lexeme(sc, ("mult", r, k, nots), build, text)
-    if lo is None and hi is None:
+    if ilo is not None and ihi is not None and ihi < ilo:
+        return sc.never()
+    if lo is None and hi is None and k == 1 and not nots:
         # the exact matcher takes every spelling of a whole number (1e2); generation writes plain digits
         return sc.lex_regex(INTEGER if sc.canonical else f"({INTEGER})|({integer_with_exponent()})", "integer")
-    r = integer_range(ilo, ihi)
-    return _lexeme(sc, ("numre", r), lambda: _regex_dfa(r), text) if r else sc.never()
+    if k > MAX_MULTIPLE_OF or any(n > MAX_MULTIPLE_OF for n in nots):
+        raise UnsupportedSchemaError("multipleOf", ptr, f"only steps up to {MAX_MULTIPLE_OF} are supported")
+
+    def build():
+        fsm = integer_range_fsm(ilo, ihi)       # O(digits) states, however large the bounds
+        if k > 1:
+            fsm = intersect(fsm, multiple_of_fsm(k), limit=MAX_PRODUCT_STATES)
+        for n in nots:
+            fsm = intersect(fsm, decimal_multiple_fsm(n, 0, multiple=False), limit=MAX_PRODUCT_STATES)
+        return lower_char_fsm(fsm, False)
+    text += (f" multipleOf {k}" if k > 1 else "") + "".join(f" not multipleOf {n}" for n in nots)
+    try:
+        return _lexeme(sc, ("int", ilo, ihi, k, nots), build, text)
+    except GrammarError as e:
+        if k == 1 and not nots:
+            raise
+        raise UnsupportedSchemaError("multipleOf", ptr, f"{e}: the bounds' digits times the step's remainders "
+                                     f"pass {MAX_PRODUCT_STATES} automaton states") from None
 
 
 def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -65,7 +68,7 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
         return lower_integer(sc, s, ptr)
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
     for name, v in (("minimum", lo), ("maximum", hi)):
-        if v is not None and not math.isfinite(v):
+        if isinstance(v, float) and not math.isfinite(v):
             raise GrammarError(f"{name} at {ptr} must be finite")
     text = _interval("number", lo, lo_excl, hi, hi_excl)
     steps = ((step,) if step is not None else ()) + tuple(_step(v, ptr) for v in s.get("$notMultipleOf", []))
@@ -90,13 +93,10 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
             raise UnsupportedSchemaError("multipleOf", ptr, str(e)) from None
     if lo is None and hi is None:
         return sc.lex_regex(NUMBER, "number")
-    try:
-        r = number_range(lo, lo_excl, hi, hi_excl)
-    except ValueError:
-        # fractional bounds: each side is a digit-by-digit comparison; intersect the two automata
-        return _lexeme(sc, ("numrange", lo, lo_excl, hi, hi_excl),
-                       lambda: lower_char_fsm(_range_fsm(lo, lo_excl, hi, hi_excl), False), text)
-    return _lexeme(sc, ("numre", r), lambda: _regex_dfa(r), text) if r else sc.never()
+    if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_excl or hi_excl))):
+        return sc.never()
+    return _lexeme(sc, ("numrange", lo, lo_excl, hi, hi_excl),
+                   lambda: lower_char_fsm(_range_fsm(lo, lo_excl, hi, hi_excl), False), text)
 
 
 def _lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
@@ -119,25 +119,46 @@ def _lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
     return sc.add(LexNode(d, source=text))
 
 
-def _regex_dfa(pattern: str):
-    return lower_char_fsm(regex_to_char_fsm(pattern, False), False)
-
-
 def _range_fsm(lo, lo_excl: bool, hi, hi_excl: bool):
-    """CharFSM of the numbers (no exponent) in the interval; either bound may be None."""
-    sides = [regex_to_char_fsm(number_bound(v, op), False)
-             for v, op in ((lo, "gt" if lo_excl else "ge"), (hi, "lt" if hi_excl else "le")) if v is not None]
-    if not sides:
-        return regex_to_char_fsm(PLAIN_NUMBER, False)
+    """CharFSM of the numbers (no exponent) in the interval; either bound may be None. Whole bounds (of any
+    size) make one digit automaton; a fractional one (a float, so at most 17 digits) is compared digit by digit
+    in a regex of its own, intersected with the other side."""
+    whole = [v is None or _is_whole(v) for v in (lo, hi)]
+    if all(whole):
+        fsm = number_range_fsm(_whole(lo), lo_excl, _whole(hi), hi_excl)
+        return fsm if fsm is not None else regex_to_char_fsm("(?!)", False)
+    sides = []
+    if lo is not None:
+        sides.append(number_range_fsm(int(lo), lo_excl, None, False) if _is_whole(lo) else
+                     regex_to_char_fsm(number_bound(lo, "gt" if lo_excl else "ge"), False))
+    if hi is not None:
+        sides.append(number_range_fsm(None, False, int(hi), hi_excl) if _is_whole(hi) else
+                     regex_to_char_fsm(number_bound(hi, "lt" if hi_excl else "le"), False))
     return sides[0] if len(sides) == 1 else intersect(sides[0], sides[1])
+
+
+def _is_whole(v) -> bool:
+    return isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+
+
+def _whole(v) -> Optional[int]:
+    return None if v is None else int(v)
 
 
 def _interval(kind: str, lo, lo_excl: bool, hi, hi_excl: bool) -> str:
     """How a bounded number prints: `integer in [0, 120]`, `number in (0.5, ..)`."""
     if lo is None and hi is None:
         return kind
-    return (f"{kind} in {'(' if lo_excl or lo is None else '['}{'..' if lo is None else lo}, "
-            f"{'..' if hi is None else hi}{')' if hi_excl or hi is None else ']'}")
+    return (f"{kind} in {'(' if lo_excl or lo is None else '['}{'..' if lo is None else _short(lo)}, "
+            f"{'..' if hi is None else _short(hi)}{')' if hi_excl or hi is None else ']'}")
+
+
+def _short(v) -> str:
+    """A bound as it prints in a lexeme's source: a whole number past 20 digits in exponent form."""
+    if isinstance(v, int) and abs(v) >= 10 ** 20:
+        d = digits_of(abs(v))
+        return ("-" if v < 0 else "") + f"{d[0]}.{d[1:7]}..e{len(d) - 1}"
+    return str(v)
 
 
 def _bounds(s: dict, ptr: str) -> tuple:

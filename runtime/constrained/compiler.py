@@ -10,6 +10,7 @@ from sglite.protocol import RequestError, load_json_schema
 
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
+from .automata.regex_counter import counted_regex
 from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .cfg.structural_tag import parse_structural_tag, structural_tag_to_ir
@@ -105,9 +106,18 @@ class GrammarCompiler:
             raise GrammarError(f"regex must be a str, got {type(pattern).__name__}")
 
         def build() -> Grammar:
-            dfa = self._regex_dfa(pattern)
-            # a regex is one lexeme: the IR's only node
-            return Grammar("regex", pattern, self.index, GrammarIR((LexNode(dfa, source=f"/{pattern}/"),), 0))
+            # a regex is one lexeme: the IR's only node; its largest counted repetition of a character class,
+            # if large, is counted by the parser rather than unrolled (automata/regex_counter.py)
+            counted = counted_regex(pattern)
+            if counted is None:
+                node = LexNode(self._regex_dfa(pattern), source=f"/{pattern}/")
+            else:
+                try:
+                    dfa = lower_char_fsm(counted.fsm, False)
+                except OverflowError as e:
+                    raise GrammarError(f"regex {pattern!r}: {e}") from None
+                node = LexNode(dfa, counted.min_count, counted.max_count, source=f"/{pattern}/")
+            return Grammar("regex", pattern, self.index, GrammarIR((node,), 0))
         return self._cached(("regex", pattern, self.tokenizer.name), build)
 
     def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any",

@@ -4,7 +4,13 @@
 (exact multi-byte handling, no overlongs or surrogates) and, in JSON-string mode, also accepts every JSON escape
 of it (`\\n`, `\\u00e9`, surrogate pairs for astral characters), wrapped in the string's quotes. States from
 which no accepting state can be reached are trimmed, so a live state always has a completion. (The lowering
-itself is dfa_lowering.py.)"""
+itself is dfa_lowering.py.)
+
+Counting: a lexeme with character bounds (LexNode.min_chars / max_chars) counts the transitions marked in
+`count[state, byte]`, one each. For a JSON string they are the bytes that begin a character (a byte other than
+the closing quote leaving a `boundary` state), derived from `boundary` when no table is given; a counted regex
+repetition marks the bytes by which its loop reads a character (regex_counter.py). Every reader (the parser's
+step, `char_dist`, `frozen`, the trie walks' `inc`) counts through this one table."""
 from __future__ import annotations
 
 import hashlib
@@ -16,10 +22,11 @@ import numpy as np
 
 class ByteDFA:
     """Immutable byte automaton. `labels` names accepting states (object keys use it), `boundary` marks states
-    where a JSON-string character begins (for counting characters)."""
+    where a JSON-string character begins; `count` (bool [n, 256], optional) the counted transitions, by default
+    those of a JSON string: boundary[s] and b != '"'."""
 
     def __init__(self, table: np.ndarray, start: int, accepting: np.ndarray, labels: dict[int, Hashable],
-                 boundary: np.ndarray):
+                 boundary: np.ndarray, count: np.ndarray | None = None):
         self.table = table                    # [n, 256] int32, -1 = dead; read-only (table_list copies rows lazily)
         table.flags.writeable = False
         self.start = start
@@ -32,10 +39,15 @@ class ByteDFA:
         walk[walk < 0] = dead
         self.walk_table = walk                # [n + 1, 256], row n = dead sink
         self.walk_accepting = np.concatenate([accepting, [False]])
-        self.walk_boundary = np.concatenate([boundary, [False]])
+        if count is not None:
+            count = count & (table >= 0)
+            count.flags.writeable = False
+        self._given_count = count
         h = hashlib.sha1(table.tobytes(), usedforsecurity=False)   # (SHA extensions: twice blake2b's speed)
         h.update(accepting.tobytes())
         h.update(np.int64(start).tobytes())
+        # what is counted is part of the identity (token classes carry counts): the table, or what derives it
+        h.update(np.packbits(count).tobytes() if count is not None else b"b" + boundary.tobytes())
         self.key = h.hexdigest()              # structural identity: mask caches are shared between equal DFAs
         self.table_list = _Rows(table)       # python rows for the byte-at-a-time stepper
         self._char_dist = None
@@ -53,8 +65,58 @@ class ByteDFA:
         return self.accepting.tolist()
 
     @cached_property
-    def boundary_list(self) -> list[bool]:
-        return self.boundary.tolist()
+    def count(self) -> np.ndarray:
+        """bool [n, 256], read-only: whether reading byte b in state s counts one character (module docstring)."""
+        if self._given_count is not None:
+            return self._given_count
+        count = self.boundary[:, None] & (np.arange(256) != 0x22) & (self.table >= 0)
+        count.flags.writeable = False
+        return count
+
+    @cached_property
+    def count_rows(self) -> "_Rows":
+        """`count_rows[s][b]`: 1 where `count[s, b]`, else 0 (rows as bytes, made on first read)."""
+        return _Rows(self.count, bytes)
+
+    @cached_property
+    def counts(self) -> bool:
+        """Whether any transition counts (a regex without a counted repetition: none)."""
+        return bool(self.count.any())
+
+    @cached_property
+    def frozen(self) -> np.ndarray:
+        """bool [n + 1]: states from which no counted transition can be reached (the extra last entry, dead,
+        too): there the count is final, so a lower bound on it must already hold. (A JSON string's are the states
+        after its closing quote, and those where only the closing quote can come.)"""
+        n = self.num_states
+        live = np.zeros(n + 1, bool)
+        live[:n] = self.count.any(axis=1)
+        src, dst = self.edges
+        if src.size:
+            into: list[list[int]] = [[] for _ in range(n)]
+            for a, b in zip(src.tolist(), dst.tolist()):
+                into[b].append(a)
+            todo = np.flatnonzero(live).tolist()
+            while todo:
+                for a in into[todo.pop()]:
+                    if not live[a]:
+                        live[a] = True
+                        todo.append(a)
+        return ~live
+
+    @cached_property
+    def frozen_list(self) -> list[bool]:
+        return self.frozen.tolist()
+
+    @cached_property
+    def walk_loop_count(self) -> np.ndarray:
+        """bool [n + 1]: whether the bytes of `walk_loops[s]` count (all of them do, or none)."""
+        n = self.num_states
+        out = np.zeros(n + 1, bool)
+        if n:
+            same = self.table == np.arange(n, dtype=np.int32)[:, None]
+            out[:n] = (same & self.count).any(axis=1)
+        return out
 
     @property
     def walk_flat(self) -> tuple[np.ndarray, np.ndarray]:
@@ -68,19 +130,19 @@ class ByteDFA:
             np.add(self.walk_table, (big * self.walk_accepting.astype(np.int32))[:, None], out=nxt[0])
             np.add(self.walk_table, np.int32(big), out=nxt[1])
             inc = np.zeros((2, big, 256), np.uint8)
-            inc[:, self.walk_boundary] = np.arange(256) != 0x22
+            inc[:, :self.num_states] = self.count
             self._walk_flat = (nxt.ravel(), inc.ravel())
         return self._walk_flat
 
     @cached_property
     def walk_loops(self) -> np.ndarray:
-        """uint64 [n + 1, 4]: per state (and the dead row n, empty) the 256-bit set of bytes other than '"' that
-        lead back to the same state, for the compiled trie walk. Cached."""
+        """uint64 [n + 1, 4]: per state (and the dead row n, empty) the 256-bit set of bytes that lead back to the
+        same state and count as `walk_loop_count[s]` says, for the compiled trie walk. Cached."""
         n = self.num_states
         loops = np.zeros((n + 1, 32), np.uint8)
         if n:
             same = self.table == np.arange(n, dtype=np.int32)[:, None]
-            same[:, 0x22] = False
+            same &= self.count == self.walk_loop_count[:n, None]
             loops[:n] = np.packbits(same, axis=1, bitorder="little")
         return loops.view(np.uint64)
 
@@ -100,8 +162,8 @@ class ByteDFA:
 
     @property
     def char_dist(self) -> np.ndarray:
-        """[n + 1] int64: fewest characters (counted as for maxLength) needed to reach acceptance from each
-        state; the extra last entry (dead) is huge."""
+        """[n + 1] int64: fewest counted transitions (`count`: characters, as for maxLength) needed to reach
+        acceptance from each state; the extra last entry (dead) is huge."""
         if self._char_dist is None:
             n = self.num_states
             big = 1 << 40
@@ -109,7 +171,7 @@ class ByteDFA:
             dist[:n][self.accepting] = 0
             src, byte = np.nonzero(self.table >= 0)
             dst = self.table[src, byte]
-            w = (self.boundary[src] & (byte != 0x22)).astype(np.int64)
+            w = self.count[src, byte].astype(np.int64)
             while True:   # Bellman-Ford; weights are 0/1 and DFAs are small
                 cand = np.full(n + 1, big, np.int64)
                 np.minimum.at(cand, src, dist[dst] + w)
@@ -156,20 +218,23 @@ class _Rows(dict):
     thirds of building a key DFA (a 372-state one: 1.9 of 2.9 ms) and most of its states (the JSON escapes of
     each name's characters) are never stepped through. Converting all of them on first use instead moved those
     milliseconds into masks (MaskBench mask p99 1.03 -> 1.47 ms); a row costs about 3 us."""
-    __slots__ = ("table",)
+    __slots__ = ("table", "kind")
 
-    def __init__(self, table: np.ndarray):
+    def __init__(self, table: np.ndarray, kind=None):
         super().__init__()
-        self.table = table
+        self.table, self.kind = table, kind      # kind: bytes for a 0/1 row (count_rows), else tuples
 
     def __missing__(self, state: int) -> tuple[int, ...]:
-        row = self[state] = tuple(self.table[state].tolist())
+        row = self[state] = tuple(self.table[state].tolist()) if self.kind is None else \
+            self.table[state].astype(np.uint8).tobytes()
         return row
 
 
-def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary) -> ByteDFA:
-    """A ByteDFA from rows of 256 targets (-1: dead) and per-state accepting / boundary flags, with the states
-    that cannot reach acceptance removed from the table (their rows and every edge into them set to -1)."""
+def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary,
+                count: np.ndarray | None = None) -> ByteDFA:
+    """A ByteDFA from rows of 256 targets (-1: dead) and per-state accepting / boundary flags (and counted
+    transitions, bool [n, 256], if not a JSON string's), with the states that cannot reach acceptance removed
+    from the table (their rows and every edge into them set to -1)."""
     table = np.asarray(rows, dtype=np.int32).reshape(-1, 256)
     acc_a = np.array(acc, dtype=bool)
     # trim: keep only states that can reach an accepting state (backwards search over the distinct edges)
@@ -197,7 +262,7 @@ def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary) ->
     if not live[start]:
         table[:] = -1
         keep[:] = False
-    dfa = ByteDFA(table, start, acc_a, labels, np.array(boundary, dtype=bool))
+    dfa = ByteDFA(table, start, acc_a, labels, np.array(boundary, dtype=bool), count)
     dfa._edges = (src[keep], dst[keep])
     return dfa
 

@@ -20,10 +20,14 @@ Ranges = tuple[tuple[int, int, int], ...]   # sorted disjoint (lo, hi, target)
 
 @dataclass(frozen=True)
 class CharFSM:
-    """Deterministic automaton over Unicode codepoints. `finals` maps accepting states to a label."""
+    """Deterministic automaton over Unicode codepoints. `finals` maps accepting states to a label. `counted`:
+    the transitions (state, lo of the range) that count one character for a counter kept outside the automaton
+    (regex_counter.py; the byte DFA counts them, see ByteDFA.count); the other operations on CharFSMs do not
+    carry it, so only the counted regex path makes one."""
     initial: int
     trans: tuple[Ranges, ...]
     finals: dict[int, Hashable]
+    counted: frozenset = frozenset()
 
     @property
     def num_states(self) -> int:

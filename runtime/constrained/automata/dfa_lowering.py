@@ -6,6 +6,8 @@ from __future__ import annotations
 import bisect
 from typing import Hashable
 
+import numpy as np
+
 from ..budget import checkpoint
 from .byte_dfa import ByteDFA, trimmed_dfa
 from .charfsm import CharFSM
@@ -29,9 +31,21 @@ class Lowering:
     they map to, so "any character" tails are shared instead of copied per state."""
 
     def __init__(self, fsm: CharFSM, json_string: bool, limit: int, canonical: bool = False):
+        if fsm.counted and json_string:
+            raise ValueError("counted transitions are lowered for regexes, not JSON strings")
         self.fsm, self.json, self.limit, self.canonical = fsm, json_string, limit, canonical
         self.rows: list[list[int]] = []
         self.memo: dict[tuple, int] = {}
+        # counted character transitions: their byte targets are written ~target until the byte that ends the
+        # character, which counts (recorded here as (state, byte))
+        self.counts: list[tuple[int, int]] = []
+
+    def _set(self, state: int, byte: int, target: int) -> None:
+        """rows[state][byte] = target, recording a count where `target` is a counted one (~t)."""
+        if target < 0:
+            target = ~target
+            self.counts.append((state, byte))
+        self.rows[state][byte] = target
 
     def new(self) -> int:
         if len(self.rows) >= self.limit:
@@ -49,14 +63,13 @@ class Lowering:
         finals: dict[Hashable, int] = {}
         for q in range(n):
             # segments over codepoints, targets as byte states
-            segs = [(a, b, main[t]) for a, b, t in fsm.trans[q]]
-            row = self.rows[main[q]]
+            segs = [(a, b, ~main[t] if (q, a) in fsm.counted else main[t]) for a, b, t in fsm.trans[q]]
             for a, b, t in segs:
                 if a >= 0x80:
                     break
                 for c in range(a, min(b, 0x7F) + 1):
                     if not self.json or (c >= 0x20 and c not in (0x22, 0x5C)):
-                        row[c] = t
+                        self._set(main[q], c, t)
             hi = [s for s in segs if s[1] >= 0x80]
             if hi:
                 self._utf8_leads(main[q], hi)
@@ -83,7 +96,12 @@ class Lowering:
         boundary = [False] * len(self.rows)
         for m in main:
             boundary[m] = True
-        return trimmed_dfa(self.rows, start, acc, labels, boundary)
+        count = None
+        if fsm.counted:
+            count = np.zeros((len(self.rows), 256), bool)
+            if self.counts:
+                count[tuple(np.array(self.counts).T)] = True
+        return trimmed_dfa(self.rows, start, acc, labels, boundary, count)
 
     # --- UTF-8 -----------------------------------------------------------------------------------------------
     def _utf8_leads(self, state: int, segs: list[tuple[int, int, int]]) -> None:
@@ -125,7 +143,7 @@ class Lowering:
                 continue
             tgt = sub[0][2] if k == 1 else self._radix(sub, lo, k - 1, radix, byte0, digits)
             if digits is None:
-                self.rows[s][byte0 + d] = tgt
+                self._set(s, byte0 + d, tgt)
             else:
                 for byte in digits[d]:
                     self.rows[s][byte] = tgt

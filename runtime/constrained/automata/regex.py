@@ -73,16 +73,22 @@ def _top_level_alternation(body: str) -> bool:
     return False
 
 
-@lru_cache(maxsize=512)
-def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
-    """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text and the classes read as
-    ECMA-262's (JSON Schema semantics)."""
+def check_regex(pattern: str) -> None:
+    """Raises GrammarError where `pattern` is not a regex, RegexUnsupported for \\p{..} classes."""
     if re.search(r"(?<!\\)(\\\\)*\\[pP]\{", pattern):
         raise RegexUnsupported(f"regex {pattern!r}: Unicode property classes (\\p{{..}}) are not supported")
     try:
         re.compile(pattern)
     except re.error as e:
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
+
+
+@lru_cache(maxsize=512)
+def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
+    """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text and the classes read as
+    ECMA-262's (JSON Schema semantics). Counted repetitions are unrolled (see regex_counter.py for the one
+    compile_regex keeps as a counter)."""
+    check_regex(pattern)
     budget = current()
     check_unrolled_size(pattern, MAX_REGEX_STATES)
     body, start, end = _strip_anchors(pattern)

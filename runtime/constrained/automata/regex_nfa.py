@@ -220,10 +220,16 @@ def _normalize(spans) -> Span:
     return tuple(_minus_surrogates([(a, b) for a, b in out]))
 
 
-def determinize(nfa: NFA, start: int, final: int, limit: int) -> CharFSM:
+class MixedCount(Exception):
+    """A character that the counter's loop and something else could both read (regex_counter.py)."""
+
+
+def determinize(nfa: NFA, start: int, final: int, limit: int, counter: int = -1) -> CharFSM:
     """Subset construction over the ranges of each subset's edges (a sweep over their ends). A subset is the
     set of its states that read or accept, so equal subsets are found whatever epsilon path led there. Raises
-    OverflowError past `limit` states."""
+    OverflowError past `limit` states. `counter`: an NFA state whose one edge loops on itself (and no other
+    edge enters it); the DFA transitions that read by that edge are `counted`, and one that reads by it and by
+    another edge raises MixedCount (which of them read the character, and so the count, would be unknown)."""
     edges, eps = nfa.edges, nfa.eps
     closures: dict[int, frozenset] = {}
 
@@ -260,6 +266,7 @@ def determinize(nfa: NFA, start: int, final: int, limit: int) -> CharFSM:
         return k
 
     trans = []
+    counted: set[tuple[int, int]] = set()
     i = 0
     while i < len(order):
         subset = order[i]
@@ -269,6 +276,8 @@ def determinize(nfa: NFA, start: int, final: int, limit: int) -> CharFSM:
             span, t = edges[readers[0]][0]
             k = state_of(frozenset((t,)))
             trans.append(tuple((a, b, k) for a, b in span))
+            if t == counter:
+                counted.update((i - 1, a) for a, _ in span)
             continue
         events = []
         for s in subset:
@@ -282,7 +291,12 @@ def determinize(nfa: NFA, start: int, final: int, limit: int) -> CharFSM:
         while j < len(events):
             pos = events[j][0]
             if active and prev < pos:
-                out.append((prev, pos - 1, state_of(frozenset(active))))
+                k = state_of(frozenset(active))
+                if counter in active:
+                    if len(active) > 1:
+                        raise MixedCount(prev)
+                    k = ~k                   # kept apart from uncounted ranges into the same state
+                out.append((prev, pos - 1, k))
             while j < len(events) and events[j][0] == pos:
                 _, d, t = events[j]
                 c = active.get(t, 0) + d
@@ -292,9 +306,13 @@ def determinize(nfa: NFA, start: int, final: int, limit: int) -> CharFSM:
                     del active[t]
                 j += 1
             prev = pos
-        trans.append(make_ranges(out))
+        ranges = make_ranges(out)
+        if counter >= 0:
+            counted.update((i - 1, a) for a, _, k in ranges if k < 0)
+            ranges = tuple((a, b, ~k if k < 0 else k) for a, b, k in ranges)
+        trans.append(ranges)
     finals = {k: True for st, k in index.items() if final in st}
-    return CharFSM(0, tuple(trans), finals)
+    return CharFSM(0, tuple(trans), finals, frozenset(counted))
 
 
 def build_char_fsm(pattern: str, body, reading: str, search_start: bool, search_end: bool,

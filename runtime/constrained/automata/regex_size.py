@@ -25,6 +25,11 @@ def check_unrolled_size(pattern: str, limit: int) -> None:
                                     "or an unbounded repetition (*, +)")
 
 
+def unrolled_extra(items) -> int:
+    """The positions unrolling adds to a parsed sequence's counted repetitions (check_unrolled_size's figure)."""
+    return _size(items, True) - _size(items, False)
+
+
 def positions(pattern: str) -> int:
     """The regex's size as written (each literal, class or anchor one position), counted repetitions not unrolled:
     what the automaton builder's work grows with apart from them."""

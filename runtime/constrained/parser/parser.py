@@ -77,18 +77,19 @@ class Parser:
             if ns >= 0:
                 if node.counted:
                     c = top.nchars
-                    if dfa.boundary_list[s] and b != 0x22:
+                    if dfa.count_rows[s][b]:
                         c += 1
                         if node.max_chars is None:
                             c = min(c, node.min_chars)
+                    # room for the fewest counts still needed; where no count can come any more, the least met
                     if (node.max_chars is None or c + dfa.char_dist[ns] <= node.max_chars) and \
-                            (not dfa.accepting_list[ns] or c >= node.min_chars):
+                            (not dfa.frozen_list[ns] or c >= node.min_chars):
                         out.append(rest + (Lex(nid, ns, c),))
                 else:
                     frames = self._lex[nid]     # lex_frame(nid, ns), its common case inlined: the hottest line
                     f = frames[ns] if frames is not None else None
                     out.append(rest + (f if f is not None else self.lex_frame(nid, ns),))
-            if dfa.accepting_list[s]:
+            if dfa.accepting_list[s] and top.nchars >= node.min_chars:
                 out.extend(self.step(rest if nid != self.ws_run else rest + (RAN,), b))
             return out
         if k is Key:
@@ -120,7 +121,7 @@ class Parser:
             return self._step_array(stack, b)
         if k is Ran:
             return [] if b in self.run_bytes else self.step(rest, b)
-        return []   # End: nothing may follow the value
+        return [stack] if b in top.ws else []   # End: trailing whitespace where it is allowed, nothing else
 
     def _step_object(self, stack: Stack, b: int) -> list[Stack]:
         top, rest = stack[-1], stack[:-1]
@@ -299,7 +300,8 @@ class Parser:
                 return True
             if type(top) is not Lex:
                 return False
-            if not self.nodes[top.node].dfa.accepting_list[top.state]:
+            node = self.nodes[top.node]
+            if not node.dfa.accepting_list[top.state] or top.nchars < node.min_chars:
                 return False
             stack = stack[:-1]
 
@@ -309,7 +311,9 @@ class Parser:
         it cannot."""
         top = stack[-1]
         if type(top) is Lex:
-            return self.finish(stack, top.state) if self.nodes[top.node].dfa.accepting_list[top.state] else None
+            node = self.nodes[top.node]
+            ok = node.dfa.accepting_list[top.state] and top.nchars >= node.min_chars
+            return self.finish(stack, top.state) if ok else None
         return self.finish(stack, top.state) if self.keys.dfa(top.node).accepting_list[top.state] else None
 
     def finish(self, stack: Stack, s: int, name: bytes | None = None) -> Stack | None:
@@ -373,7 +377,7 @@ class Parser:
             return out
         if k is Ran:
             return self._candidates(stack[:-1]) - self.run_bytes
-        return set()
+        return set(top.ws)     # End
 
     def _first_bytes(self, nid: int) -> frozenset:
         """Bytes a value of node `nid` may start with (`_first`). Cached."""

@@ -160,8 +160,9 @@ class StackMasks:
                 # room must remain for the shortest completion the lexeme DFA still needs
                 ok &= cls.inc + dfa.char_dist[cls.end] <= lex.max_chars - c
             if lex.min_chars > c:
-                # a token that closes the string must bring it to minLength
-                ok &= ~dfa.walk_accepting[cls.end] | (cls.inc >= lex.min_chars - c)
+                # a token after which nothing more can count (that closes the string) must bring the count to
+                # its least (minLength)
+                ok &= ~dfa.frozen[cls.end] | (cls.inc >= lex.min_chars - c)
             ids = ids[ok]
         if len(ids) > _DENSE and len(ids) == len(cls.inside):
             extra.append(self.index.packed_inside(dfa, s, node))
@@ -278,7 +279,7 @@ class StackMasks:
         if k is Value:
             under = below[-2]
             if type(under) is End:
-                return (END, top)
+                return (under, top)      # trailing whitespace as the End frame reads it (End.ws)
             if type(under) is not Obj or under.phase != OBJ_VALUED:
                 return None
             return (END, _nameless(under), top)

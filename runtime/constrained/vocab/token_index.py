@@ -38,8 +38,7 @@ class TokenClasses:
     def __init__(self, inside: np.ndarray, inc: np.ndarray, end: np.ndarray, leave_ids: np.ndarray,
                  group: Callable[[], tuple], at: Callable[["TokenClasses"], tuple]):
         self.inside = inside        # int32 [k] ids of tokens the DFA reads wholly and stays alive
-        self.inc = inc              # int32 [k] characters started along each (bytes leaving a boundary state, other
-                                    #   than the closing quote), for counted strings
+        self.inc = inc              # int32 [k] characters counted along each (ByteDFA.count), for counted lexemes
         self.end = end              # int32 [k] DFA state after each
         self.leave_ids = leave_ids  # int32 [j] ids of the tokens the lexeme may end inside of, the rest read on
         self._group = group         # () -> `leaving`
@@ -256,7 +255,7 @@ class TokenIndex(VocabTrie):
         """The depth-first walk from `todo`: (trie node, DFA state, characters started, lexeme may end) entries
         whose children are to be classified; `only` restricts the children of `node`. Returns (inside ids,
         their characters, their end states, leaving ids) as lists."""
-        rows, acc, bnd = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        rows, acc, cnt = dfa.table_list, dfa.accepting_list, dfa.count_rows
         children, ends = self.children, self.ends
         ins: list[int] = []
         incs: list[int] = []
@@ -273,11 +272,11 @@ class TokenIndex(VocabTrie):
             else:
                 live = dfa.live_bytes(s)
                 items = kids.items() if len(kids) <= len(live) else [(b, kids[b]) for b in live if b in kids]
-            c_in = c + 1 if bnd[s] else c
+            crow = cnt[s]
             for b, child in items:
                 ns = row[b]
                 if ns >= 0:
-                    c2 = c_in if b != 0x22 else c
+                    c2 = c + crow[b]
                     for t in ends[child]:
                         ins.append(t)
                         incs.append(c2)
@@ -302,7 +301,7 @@ class TokenIndex(VocabTrie):
 
     def _leave_rows(self, dfa: ByteDFA, state: int, depth: int, ids: list[int]) -> tuple[list, list, list, list]:
         """trie_walk.leave_rows in Python (few tokens; the tests' reference)."""
-        rows, accl, bl = dfa.table_list, dfa.accepting_list, dfa.boundary_list
+        rows, accl, cnt = dfa.table_list, dfa.accepting_list, dfa.count_rows
         out: tuple[list, list, list, list] = ([], [], [], [])
         for t in ids:
             data = self.token_bytes[t]
@@ -315,8 +314,7 @@ class TokenIndex(VocabTrie):
                 ns = rows[s][byte]
                 if ns < 0:
                     break
-                if bl[s] and byte != 0x22:
-                    c += 1
+                c += cnt[s][byte]
                 s = ns
         return out
 

@@ -64,14 +64,15 @@ if numba is not None:
                 below[p, w] |= below[i, w]
 
     @numba.njit(cache=True, nogil=True)
-    def _walk_kernel(depth, byte, size, tok_lo, by_pre, token_len, below, nxt, winc, loops, boundary, accepting,
+    def _walk_kernel(depth, byte, size, tok_lo, by_pre, token_len, below, nxt, winc, loops, loop_count, accepting,
                      root_row, root_inc, p0, first, dead, max_depth, out_ids, out_inc, out_end, out_leave, out_at):
         """Scan the subtree of preorder position `p0` from the DFA row `root_row` (walk_table[state]: [256],
         `dead` = dead), over the children whose byte is set in `first` (bool [256]). A walk state x is a DFA
         state, plus big = dead + 1 once the DFA accepted before a byte past the first (walk_flat's encoding;
-        `nxt`/`winc` are walk_flat). Where every byte below a node is one its state loops on (`loops`: uint64
-        [dead + 1, 4] byte sets, '"' never in them), its whole subtree is read at once: each token inside, in
-        that state, a character per byte where the state starts characters (`boundary`). Fills out_ids /
+        `nxt`/`winc` are walk_flat; `root_inc` uint8 [256] the counts of `root_row`'s bytes). Where every byte
+        below a node is one its state loops on (`loops`: uint64 [dead + 1, 4] byte sets, all counted or none),
+        its whole subtree is read at once: each token inside, in that state, a character per byte where those
+        loops count (`loop_count`). Fills out_ids /
         out_inc / out_end (tokens read wholly, DFA alive) and out_leave (tokens that may leave the lexeme: x
         past big with the DFA dead), returns (inside count, leaving count)."""
         big = dead + 1
@@ -94,7 +95,7 @@ if numba is not None:
                     i += size[i]
                     continue
                 x = np.int64(root_row[b])          # accepting before the first byte does not count
-                inc = np.int64(1) if (root_inc and b != 0x22) else np.int64(0)
+                inc = np.int64(root_inc[b])
             else:
                 at = xs[d - 1] * 256 + b
                 x = np.int64(nxt[at])
@@ -118,7 +119,7 @@ if numba is not None:
             s = x - big if x >= big else x
             if size[i] > 1 and (below[i, 0] & ~loops[s, 0]) == 0 and (below[i, 1] & ~loops[s, 1]) == 0 and \
                     (below[i, 2] & ~loops[s, 2]) == 0 and (below[i, 3] & ~loops[s, 3]) == 0:
-                per = np.int64(1) if boundary[s] else np.int64(0)
+                per = np.int64(1) if loop_count[s] else np.int64(0)
                 for k in range(tok_lo[i], tok_lo[i + size[i]]):
                     out_ids[n_in] = by_pre[k]
                     out_inc[n_in] = inc + (token_len[k] - depth[i]) * per
@@ -141,10 +142,11 @@ if numba is not None:
 
 if numba is not None:
     @numba.njit(cache=True, nogil=True)
-    def _leave_kernel(ids, tok_off, tok_data, table, accepting, boundary, state, depth, out_t, out_p, out_a, out_c):
+    def _leave_kernel(ids, tok_off, tok_data, table, accepting, count, state, depth, out_t, out_p, out_a, out_c):
         """For each token of `ids`, read from byte `depth` on in DFA `state` (table: int32 [n, 256], -1 dead):
         every position p > depth where the DFA accepts before byte p, as a row (token, p, state there,
-        characters started before p), until the DFA dies or the token ends. Returns the row count."""
+        characters counted before p: `count`, bool [n, 256]), until the DFA dies or the token ends. Returns the
+        row count."""
         n = 0
         for t in ids:
             lo = tok_off[t]
@@ -161,7 +163,7 @@ if numba is not None:
                 ns = table[s, b]
                 if ns < 0:
                     break
-                if boundary[s] and b != 0x22:
+                if count[s, b]:
                     c += 1
                 s = ns
         return n
@@ -174,7 +176,7 @@ def leave_rows(tok_off: np.ndarray, tok_data: np.ndarray, dfa: ByteDFA, state: i
     ids = np.asarray(ids, np.int64)
     cap = int((tok_off[ids + 1] - tok_off[ids]).sum())
     out = [np.empty(cap, np.int64) for _ in range(4)]
-    n = _leave_kernel(ids, tok_off, tok_data, dfa.table, dfa.accepting, dfa.boundary, state, depth, *out)
+    n = _leave_kernel(ids, tok_off, tok_data, dfa.table, dfa.accepting, dfa.count, state, depth, *out)
     return tuple(o[:n].tolist() for o in out)
 
 
@@ -200,8 +202,8 @@ def compiled_walk(trie: PreorderTrie, by_pre: np.ndarray, dfa: ByteDFA, state: i
         at = np.empty((cap, 3), np.int64)
         n_in, n_out, n_at = _walk_kernel(
             trie.depth, trie.byte, trie.size, trie.tok_lo, by_pre, trie.token_len, trie.below, nxt, winc,
-            dfa.walk_loops, dfa.walk_boundary, dfa.walk_accepting, dfa.walk_table[state],
-            bool(dfa.walk_boundary[state]), trie.pos[node], mask, dfa.num_states, trie.max_depth, ids, inc, end,
+            dfa.walk_loops, dfa.walk_loop_count, dfa.walk_accepting, dfa.walk_table[state],
+            winc[256 * state:256 * state + 256], trie.pos[node], mask, dfa.num_states, trie.max_depth, ids, inc, end,
             leave, at)
         if n_at <= cap:
             break

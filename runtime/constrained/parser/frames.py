@@ -21,7 +21,9 @@ ARR_COMMA = 2       # after ','
 
 
 class End(NamedTuple):
-    """The bottom of every stack: the root value is complete, nothing but EOS may follow."""
+    """The bottom of every stack: the root value is complete, nothing but EOS may follow, or (at the bottom of a
+    whole JSON text read with whitespace "any") the `ws` bytes, as RFC 8259 allows after the value: `[1] `."""
+    ws: frozenset = frozenset()
     kind: str = "E"
 
 

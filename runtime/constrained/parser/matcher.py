@@ -9,7 +9,7 @@ import torch
 from ..ir.grammar_ir import GrammarIR
 from ..vocab.token_index import TokenIndex
 from .closing import closing_bytes
-from .frames import Arr, Lex, Obj, Stack
+from .frames import Arr, End, Lex, Obj, Stack
 
 _MAX_FORCED = 256   # bytes of forced text computed at once
 CLOSE_HORIZON = 64  # token budgets at or below this are checked against the shortest completion (closing.py)
@@ -41,7 +41,8 @@ class GrammarMatcher:
 
     def __init__(self, grammar: CompiledGrammar, stacks=None, terminated: bool = False):
         self.grammar = grammar
-        self._stacks = stacks if stacks is not None else grammar.initial
+        self._trailing = _trailing_ws(grammar)
+        self._stacks = stacks if stacks is not None else _initial(grammar, self._trailing)
         self._terminated = terminated
         self.capped_values = 0                  # values that reached a generation cap (see _note_caps)
         self._at_cap: frozenset = frozenset()   # (stack depth, node) of the values at a cap now
@@ -229,10 +230,13 @@ class GrammarMatcher:
         return not self._terminated and any(self.grammar.accepting(s) for s in self._stacks)
 
     def is_terminated(self) -> bool:
-        """EOS was taken, or nothing but EOS can follow."""
+        """EOS was taken, or nothing but EOS can follow (or only the whitespace RFC 8259 allows after a JSON
+        text's root value, which the matcher accepts when it is given but a generation never needs: a
+        generation stops here)."""
         if self._terminated:
             return True
-        return self.is_accepting() and not any(self.grammar.next_bytes(s) for s in self._stacks)
+        trailing = self._trailing
+        return self.is_accepting() and all(self.grammar.next_bytes(s) <= trailing for s in self._stacks)
 
     def forced_bytes(self) -> bytes:
         """Bytes every continuation must start with (stops where EOS would be allowed)."""
@@ -266,6 +270,24 @@ class GrammarMatcher:
 
     def __repr__(self) -> str:
         return f"GrammarMatcher({self.grammar!r}, stacks={len(self._stacks)}, terminated={self._terminated})"
+
+
+def _trailing_ws(grammar: CompiledGrammar) -> frozenset:
+    """The bytes a whole JSON text may end with after its root value: the whitespace of mode "any" (the exact
+    matcher reads RFC 8259 texts: `[1] `, `{"a": 1}\n`), none in the generation modes and other grammars. Only
+    a matcher's own stacks end so: a grammar run inside another (a structural tag's JSON body) keeps the plain
+    End, so what follows its value is the outer grammar's."""
+    if getattr(grammar, "kind", None) != "json_schema":
+        return frozenset()
+    return frozenset(grammar.ir.whitespace)
+
+
+def _initial(grammar: CompiledGrammar, trailing: frozenset) -> tuple[Stack, ...]:
+    """The grammar's initial stacks, their End frame reading `trailing`."""
+    if not trailing:
+        return grammar.initial
+    end = End(trailing)
+    return tuple((end,) + s[1:] if type(s[0]) is End else s for s in grammar.initial)
 
 
 def _set_token(words: np.ndarray, t: int) -> None:

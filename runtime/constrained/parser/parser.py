@@ -121,7 +121,7 @@ class Parser:
             return self._step_array(stack, b)
         if k is Ran:
             return [] if b in self.run_bytes else self.step(rest, b)
-        return []   # End: nothing may follow the value
+        return [stack] if b in top.ws else []   # End: trailing whitespace where it is allowed, nothing else
 
     def _step_object(self, stack: Stack, b: int) -> list[Stack]:
         top, rest = stack[-1], stack[:-1]
@@ -377,7 +377,7 @@ class Parser:
             return out
         if k is Ran:
             return self._candidates(stack[:-1]) - self.run_bytes
-        return set()
+        return set(top.ws)     # End
 
     def _first_bytes(self, nid: int) -> frozenset:
         """Bytes a value of node `nid` may start with (`_first`). Cached."""

@@ -279,7 +279,7 @@ class StackMasks:
         if k is Value:
             under = below[-2]
             if type(under) is End:
-                return (END, top)
+                return (under, top)      # trailing whitespace as the End frame reads it (End.ws)
             if type(under) is not Obj or under.phase != OBJ_VALUED:
                 return None
             return (END, _nameless(under), top)

@@ -49,7 +49,7 @@ _state: dict[str, object] = {}        # "call": gemm_call()'s function
 
 
 class W8A8Weights(NamedTuple):
-    qw: torch.Tensor     # uint8 in tiles of 16 rows (layout: w8a8_cpu.c): [N, K] (8 bits) or [N, K * 5/16] (5 bits)
+    qw: torch.Tensor     # uint8 in tiles of 16 rows (layout: w8a8_cpu.c): [N, K] (8 bits) or [N, K * 5/8] (5 bits)
     wd: torch.Tensor     # [N, K/group] float32 or float16: d per block, in tiles: [N/16][K/group][16]
     wm: torch.Tensor     # the same for m; empty when sym
     group: int
@@ -139,7 +139,7 @@ def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor, group: int) -> W8A8W
 
 
 def _pack5(q: torch.Tensor, T: int, K: int) -> torch.Tensor:
-    """q [N, K] uint8 0..31 -> [N, K * 5/16]: per tile and block of 32, 256 bytes of nibbles in w4a8_cpu.c's order,
+    """q [N, K] uint8 0..31 -> [N, K * 5/8]: per tile and block of 32, 256 bytes of nibbles in w4a8_cpu.c's order,
     then 8 uint64 masks (w8a8_cpu.c): a low nibble holds q & 15 and its mask bit q >> 4; a high nibble q >> 1 and
     its mask bit q & 1."""
     nb = K // 32

@@ -7,6 +7,7 @@
     decode_attention_cpu   paged decode attention for the CPU (numba), reading K/V in place; cascade over a
                            prefix every request shares
     layer_ops_cpu      a decoder layer's small ops fused for the CPU (numba)
+    head_refine_cpu    the output head's top-k refinement for the CPU (numba): select, then exact dot products
     w4a8_cpu           4-bit weights x int8-quantized activations for the CPU (C, compiled on the machine)
     w8a8_cpu           its 8-bit twin: 8-bit block weights (blocks of 16 or 32) x the same activations
 

@@ -76,7 +76,7 @@ if numba is not None:
             for i in range(H):
                 out[t, i] = _round_bf16(tb[i])
 
-    @numba.njit(fastmath=True, cache=True)
+    @numba.njit(fastmath=True, cache=True, error_model="numpy")
     def _post_add_rms_norm(h, add, post_w, w, eps, out):
         # Gemma 2/3's sandwich: h += rms_norm(add) * post_w (float32), then out = bf16(rms_norm(h) * w).
         # h [T, H] float32 (updated in place), add [T, H] bf16 bits, post_w / w [H] float32, out [T, H] bits
@@ -111,7 +111,7 @@ if numba is not None:
             ss += x[d] * x[d]
         return np.float32(1.0) / np.sqrt(ss / np.float32(D) + eps)
 
-    @numba.njit(cache=True)
+    @numba.njit(cache=True, error_model="numpy")
     def _qk_norm_rope_store(qkv, cos, sin, Hq, Hk, D, q_w, k_w, eps, q_out, k_cache, v_cache, slots):
         # _rope_store with Qwen3's and Gemma 3's per-head RMSNorm first: each Q (K) head becomes
         # bf16(x * rms(x) * q_w) (k_w), as torch's rms_norm of a bf16 tensor rounds once, then rotates.

@@ -31,7 +31,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from sglite.kernels import w4a8_cpu, w8a8_cpu
+from sglite.kernels import head_refine_cpu, w4a8_cpu, w8a8_cpu
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4", "w4a16", "w4a8")
 KERNEL_DIGITS = {"w4a16": 2, "w4a8": 1}     # formats on kernels/w4a8_cpu.py: int8 digits per activation
@@ -420,13 +420,21 @@ class RefinedHead:
 
     def __init__(self, approx: Linear, weight: torch.Tensor, top_k: int | None = None):
         top_k = max(64, weight.shape[0] // 1024) if top_k is None else top_k
-        self.approx, self.weight, self.top_k = approx, weight.float(), top_k    # weight [V, H] float32
+        self.approx, self.weight, self.top_k = approx, weight.float().contiguous(), top_k   # weight [V, H] float32
         self.in_features, self.out_features, self.dtype = approx.in_features, approx.out_features, torch.float32
+        # on the CPU, bf16 approximate logits are refined by one numba kernel (kernels/head_refine_cpu.py: ties at
+        # the k-th value go to the lowest ids), else by torch's ops below; the choice is made here, once
+        self._kernel = head_refine_cpu.available() and self.weight.device.type == "cpu" \
+            and approx.dtype == torch.bfloat16
 
     def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
-        x = x.float()
-        logits = self.approx(x.to(self.approx.dtype), decode_from).float()        # [T, V]
-        cand = logits.topk(min(self.top_k, logits.shape[-1]), dim=-1).indices      # [T, k]
+        x = x.float().contiguous()
+        approx = self.approx(x.to(self.approx.dtype), decode_from)                 # [T, V]
+        k = min(self.top_k, approx.shape[-1])
+        if self._kernel:
+            return head_refine_cpu.refine_head(approx, k, self.weight, x, torch.empty(approx.shape))
+        logits = approx.float()
+        cand = logits.topk(k, dim=-1).indices                                        # [T, k]
         # an elementwise product and a sum per row, not bmm: a row's logits must not depend on how many rows the
         # pass has (speculative verification computes several rows of one request where decoding computes one)
         exact = (self.weight[cand] * x[:, None, :]).sum(-1)                         # [T, k]

@@ -58,11 +58,11 @@ class Sampler:
 
         greedy = [i for i, r in enumerate(reqs) if r.params.is_greedy]
         if len(greedy) == B:
-            token_ids = logits.argmax(dim=-1)
+            token_ids = argmax(logits)
         else:
             token_ids = torch.empty(B, dtype=torch.int64, device=logits.device)
             if greedy:
-                token_ids[greedy] = logits[greedy].argmax(dim=-1)
+                token_ids[greedy] = argmax(logits[greedy])
         sampled = [i for i, r in enumerate(reqs) if not r.params.is_greedy]
         if sampled:
             token_ids[sampled] = self._sample_rows(logits[sampled], [reqs[i] for i in sampled])
@@ -209,6 +209,15 @@ class Sampler:
         # below the total even where u * total rounds up to it: the last token of nonzero probability then
         target = torch.minimum(u * total, torch.nextafter(total, torch.zeros_like(total)))
         return torch.searchsorted(cdf, target, right=True)[:, 0]
+
+
+def argmax(logits: torch.Tensor) -> torch.Tensor:
+    """[R, V] -> [R] int64: each row's first index of its largest value (a NaN counts as the largest), as
+    torch.argmax. On the CPU numpy's, which is vectorised: torch's took 0.45 ms on a 262,144-token row, numpy's
+    0.03 ms."""
+    if logits.device.type != "cpu" or logits.dtype != torch.float32:
+        return logits.argmax(dim=-1)
+    return torch.from_numpy(logits.detach().numpy().argmax(axis=-1).astype(np.int64, copy=False))
 
 
 def top_k_top_p(probs: torch.Tensor, top_k: Sequence[int], top_p: Sequence[float]) -> torch.Tensor:

@@ -192,3 +192,18 @@ def test_a_large_vocabulary_draw_costs_one_random_per_row():
     twin = torch.Generator().manual_seed(5)
     torch.empty(1, dtype=torch.float64).uniform_(generator=twin)
     assert torch.equal(torch.rand(4, generator=r.generator), torch.rand(4, generator=twin))
+
+
+def test_greedy_argmax_is_torchs_first_index_of_the_largest():
+    """The sampler's argmax (numpy's on the CPU): the first of equal maxima, a NaN counted largest, a row of
+    -inf giving 0, on contiguous rows and on row views."""
+    from sglite.runtime.engine.sampler import argmax
+
+    x = torch.randn(4, 5000, generator=torch.Generator().manual_seed(0))
+    x[0, [7, 9]] = float("nan")
+    x[1] = float("-inf")
+    x[2, [10, 4000]] = 50.0
+    assert argmax(x).tolist() == x.argmax(-1).tolist() == [7, 0, 10, x[3].argmax().item()]
+    assert argmax(x[[2, 3]]).tolist() == x[[2, 3]].argmax(-1).tolist()
+    assert argmax(x[:, ::3]).tolist() == x[:, ::3].argmax(-1).tolist()
+    assert argmax(x).dtype == torch.int64

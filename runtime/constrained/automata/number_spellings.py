@@ -8,12 +8,16 @@ spelling of the value M * 10**X is, for the exponents X and mantissas M of a fix
 - near: X in [NEAR_MIN, NEAR_MAX] with any mantissa of at most INT_DIGITS integer digits (`1.1e1`, `12.5E-1`,
   `100e-2`, `0.05e+2`);
 - far: X in [EXP_MIN, EXP_MAX] with a mantissa of one significant digit, `[0-9]` and only zeros after its point
-  (`1e+16`, `5e-07`, `2.0E7`): what json.dumps writes for such floats, and JavaScript down to 1e-20 and up to
-  1e+21.
+  (`1e+16`, `5e-07`, `2.0E7`), or in scientific notation, one non-zero digit before the point: any digits after
+  it when the value is below 1 (X < 0: `1.5e-05`, `2.345e-07`), at most SCI_DIGITS when it is whole
+  (`1.25e+20`). What json.dumps writes for floats below 1e-4, and JavaScript down to 1e-20; json.dumps' large
+  floats and JavaScript's up to 1e+21 with at most SCI_DIGITS digits after the point.
 
-Every other exponent spelling is refused, whatever its value (`1.5e-05`, `1e+22`): the matcher never accepts a
-value it has not checked, and the window keeps the automaton small (the language of "value right for some X"
-needs a state per place the point may move, for each digit position, so a wider window costs its square).
+Every other exponent spelling is refused, whatever its value (`1.234e+20`, `1e+22`, `12.5e-7`): the matcher never
+accepts a value it has not checked, and the window keeps the automaton small (the language of "value right for
+some X" needs a state per place the point may move, for each digit position, so a wider window costs its
+square). Below 1 the window is cheap: after "0." and the zeros the exponent calls for, the mantissa's digits feed
+`plain` alike for every X, so the X that reach the same state travel together as one branch.
 
 The automaton reads the mantissa once for every X at the same time (a subset construction over one branch per
 X): a branch moves the decimal point X places as it reads, feeding the shifted digits to the plain automaton.
@@ -33,6 +37,7 @@ from .byte_dfa import ByteDFA, trimmed_dfa
 EXP_MIN, EXP_MAX = -20, 21
 NEAR_MIN, NEAR_MAX = -2, 2
 INT_DIGITS = 3
+SCI_DIGITS = 2       # the most digits after the point of a whole value in scientific notation (`1.25e+20`)
 MAX_STATES = 20_000
 
 _DIGITS = tuple(range(ord("0"), ord("9") + 1))
@@ -69,6 +74,12 @@ def with_exponents(plain: ByteDFA, lo: int = EXP_MIN, hi: int = EXP_MAX, near: t
     #   ("Z", xs, stage)         the far spellings: one digit read (stage 0), then '.' (1), then zeros (2); the
     #                            value is that digit times 10**x whatever zeros follow, so the exponents xs it
     #                            is right for are known at once
+    #   ("N", p, xs, stage)      the far spellings below 1 in scientific notation (`1.5e-05`): a non-zero digit,
+    #                            then '.' (1) and fraction digits (2), fed after "0." and -x-1 zeros; the x < 0 that
+    #                            lead to the same state p go together, as their futures are the same
+    #   ("M", p, k, stage)       the far whole spellings in scientific notation (`1.25e+20`): the mantissa's digits
+    #                            fed as integer digits, k after its '.', right for the x >= k whose x - k padding
+    #                            zeros `plain` accepts
     #   ("E", (xs, most), stage, neg, v)  the exponent: stage 0 after 'e', 1 after its sign, 2 in its digits
     #                            (value v, at most `most`), right if +-v is in xs
     neg_xs = tuple(range(max(-near[0], 0), 0, -1))                   # near shifts n = -x for x < 0
@@ -84,6 +95,35 @@ def with_exponents(plain: ByteDFA, lo: int = EXP_MIN, hi: int = EXP_MAX, near: t
             q = feed(p, text)
             if q >= 0 and acc_in[q]:
                 xs.append(x)
+        return frozenset(xs)
+
+    def scientific(p: int, b: int) -> list:
+        """The N and M branches after a non-zero first digit b of the mantissa (p: the state after the sign)."""
+        out = []
+        q = rows_in[p][b] if p >= 0 else -1
+        if q >= 0 and hi >= 0:
+            out.append(("M", q, 0, 0))
+        by_state: dict[int, list[int]] = {}
+        z = feed(p, b"0.")                    # after "0." and -x-1 zeros: x = -1, -2, ...
+        for x in range(-1, lo - 1, -1):
+            if z < 0:
+                break
+            q = rows_in[z][b]
+            if q >= 0:
+                by_state.setdefault(q, []).append(x)
+            z = rows_in[z][_DIGITS[0]]
+        out += [("N", q, frozenset(xs), 0) for q, xs in by_state.items()]
+        return out
+
+    def padded(q: int, k: int) -> frozenset:
+        """The x in [k, hi] for which `plain` accepts x - k zeros after state q."""
+        xs = []
+        for x in range(k, hi + 1):
+            if q < 0:
+                break
+            if acc_in[q]:
+                xs.append(x)
+            q = rows_in[q][_DIGITS[0]]
         return frozenset(xs)
 
     def live_g(x: int, p: int, r: int):
@@ -115,6 +155,8 @@ def with_exponents(plain: ByteDFA, lo: int = EXP_MIN, hi: int = EXP_MAX, near: t
                 return []
             xs = far(p, b)
             out = [("Z", xs, 0)] if xs else []
+            if b != _DIGITS[0]:
+                out += scientific(p, b)
             if b == _DIGITS[0]:
                 out.append(("I", p, True, 1))                       # "0": fed later, if at all
             else:
@@ -162,6 +204,17 @@ def with_exponents(plain: ByteDFA, lo: int = EXP_MIN, hi: int = EXP_MAX, near: t
             if stage == 0:
                 return [("Z", xs, 1)] if b == _DOT else []
             return [("Z", xs, 2)] if b == _DIGITS[0] else []
+        if kind == "N" or kind == "M":
+            if t[3] == 0:
+                return [t[:3] + (1,)] if b == _DOT else []
+            if b not in _DIGITS:
+                return []
+            q = rows_in[t[1]][b]
+            if q < 0:
+                return []
+            if kind == "N":
+                return [("N", q, t[2], 2)]
+            return [("M", q, t[2] + 1, 2)] if t[2] < min(hi, SCI_DIGITS) else []
         # "E"
         _, xs, stage, neg, v = t
         if stage == 0 and b in (_PLUS, _MINUS):
@@ -185,6 +238,10 @@ def with_exponents(plain: ByteDFA, lo: int = EXP_MIN, hi: int = EXP_MAX, near: t
             return frozenset([x]) if not need and finish(x, p, lead, max(c, 0)) else frozenset()
         if kind == "Z":
             return t[1] if t[2] != 1 else frozenset()
+        if kind == "N":
+            return t[2] if t[3] != 1 and acc_in[t[1]] else frozenset()
+        if kind == "M":
+            return padded(t[1], t[2]) if t[3] != 1 else frozenset()
         return frozenset()
 
     def moves(t: tuple) -> tuple[dict, frozenset]:

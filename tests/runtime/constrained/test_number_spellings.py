@@ -51,6 +51,9 @@ ACCEPTED = [
     (INT_RANGE, "1.5e1"), (INT_RANGE, "120e-1"), (INT_RANGE, "2.50E2"), (NOT_INT, "1.25e1"),
     (NOT_INT, "-3.5E-2"), (UNIT, "5e-1"), (UNIT, "9.99e-1"), (QUARTERS, "2.5e-1"), (QUARTERS, "1e3"),
     (QUARTERS, "-7.5e2"), (MAX_100, "-1e21"), ({"type": "number", "exclusiveMinimum": 1e-20}, "2e-20"),
+    # scientific notation: below 1 with any digits after the point, whole with up to SCI_DIGITS
+    (POSITIVE, "1.5e-05"), (NOT_INT, "1.25e-3"), (UNIT, "9.99999e-20"), (MAX_100, "-2.345E-7"),
+    (INT_MIN0, "1.25e+20"), (POSITIVE, "3.5e16"), (QUARTERS, "-1.25e+20"),
 ]
 
 REFUSED = [
@@ -59,6 +62,7 @@ REFUSED = [
     (RANGE_MULT, "1.01e2"), (RANGE_MULT, "1.001e1"), (RANGE_MULT, "-1e-1"), (INT_RANGE, "1.1e6"),
     (INT_RANGE, "1e-1"), (UNIT, "1e0"), (UNIT, "0e5"), (UNIT, "10e-1"), (QUARTERS, "1.1e-1"),
     (QUARTERS, "2e3"), ({"type": "number", "exclusiveMinimum": 1e-20}, "1e-20"),
+    (INT_MIN0, "1.5e-05"), (UNIT, "-1.5e-05"), (MULT_01, "1.25e-3"), (NOT_INT, "1.25e+20"), (MAX_100, "1.5e+16"),
 ]
 
 
@@ -74,11 +78,12 @@ def test_exponent_spellings_of_invalid_values_refused(compiler, schema, text):
     assert not _accepts(compiler.compile_json_schema(schema), text)
 
 
-@pytest.mark.parametrize("value", [1e16, 1e17, 3e18, 1e21, 1e-5, 1e-7, 5e-7, 1e-20, -1e16, -2e-9])
+@pytest.mark.parametrize("value", [1e16, 1e17, 3e18, 1e21, 1e-5, 1e-7, 5e-7, 1e-20, -1e16, -2e-9, 1.5e-05, 2.345e-07,
+                                   -3.5e-09, 1.5e16, 1.25e20, 1.0000001e-15])
 @pytest.mark.parametrize("schema", [POSITIVE, MAX_100, UNIT, NOT_INT, INT_MIN0, MULT_01, QUARTERS])
 def test_json_dumps_floats_agree_with_jsonschema(compiler, schema, value):
-    """json.dumps writes these floats with an exponent (1e+16, 1e-07) and one significant digit: inside the
-    window, so the verdict is jsonschema's on the same text."""
+    """json.dumps writes these floats with an exponent (1e+16, 1e-07, 1.5e-05, 1.25e+20): inside the window, so
+    the verdict is jsonschema's on the same text."""
     text = json.dumps(value)
     assert "e" in text
     assert _accepts(compiler.compile_json_schema(schema), text) == _valid(schema, text), text
@@ -86,7 +91,8 @@ def test_json_dumps_floats_agree_with_jsonschema(compiler, schema, value):
 
 @pytest.mark.parametrize("schema,text", [
     (POSITIVE, "1e+22"), (POSITIVE, "1e-21"),            # past the far window
-    (POSITIVE, "1.5e-05"), (NOT_INT, "1.25e-3"),         # a far exponent with more than one significant digit
+    (INT_MIN0, "1.234e+20"),                             # whole, more than SCI_DIGITS after the point
+    (POSITIVE, "12.5e-7"), (NOT_INT, "0.5e-5"),          # far, not one non-zero digit before the point
     (INT_MIN0, "1000e-3"),                               # a near exponent with four integer digits
 ])
 def test_outside_the_window_refused(compiler, schema, text):
@@ -127,9 +133,13 @@ def _in_window(text: str) -> bool:
     if m is None:
         return True
     x = int(m.group(3))
-    near = ns.NEAR_MIN <= x <= ns.NEAR_MAX and len(m.group(1)) <= ns.INT_DIGITS
-    far = ns.EXP_MIN <= x <= ns.EXP_MAX and len(m.group(1)) == 1 and set((m.group(2) or ".")[1:]) <= {"0"}
-    return near or far
+    whole, frac = m.group(1), (m.group(2) or ".")[1:]
+    near = ns.NEAR_MIN <= x <= ns.NEAR_MAX and len(whole) <= ns.INT_DIGITS
+    far = ns.EXP_MIN <= x <= ns.EXP_MAX and len(whole) == 1 and set(frac) <= {"0"}
+    # scientific notation: below 1 with any digits, or whole with at most SCI_DIGITS after the point
+    scientific = len(whole) == 1 and whole != "0" and (
+        ns.EXP_MIN <= x < 0 or len(frac) <= min(ns.SCI_DIGITS, x) and x <= ns.EXP_MAX)
+    return near or far or scientific
 
 
 def _random_spellings(n: int) -> list[str]:

@@ -92,6 +92,31 @@ def test_regex_agrees_with_re(fuzz_compiler, pattern, data):
         assert _verdict(g, s) == bool(re.fullmatch(pattern, s)), (pattern, s)
 
 
+_affix = st.tuples(_atoms, st.sampled_from(["", "?", "*", "+", "{2}"])).map("".join)
+
+
+@settings(FUZZ, max_examples=15)
+@given(prefix=st.lists(_affix, max_size=2).map("".join), atom=_atoms, lo=st.sampled_from([0, 1, 2, 65, 150]),
+       width=st.integers(0, 200), suffix=st.lists(_affix, max_size=2).map("".join), data=st.data())
+def test_large_counted_regex_agrees_with_re(fuzz_compiler, prefix, atom, lo, width, suffix, data):
+    """A large count of a class between small parts (kept as a counter, or unrolled where ambiguous): texts with
+    the class read at and around both bounds get re.fullmatch's verdict."""
+    hi = max(lo + width, 65)
+    pattern = f"{prefix}(?:{atom}){{{lo},{hi}}}{suffix}"
+    g = _compile(fuzz_compiler.compile_regex, pattern)
+    if g is None:
+        return
+    chars = st.from_regex(f"(?:{atom})", fullmatch=True)
+    for n in (lo - 1, lo, lo + 1, hi - 1, hi, hi + 1):
+        if n < 0:
+            continue
+        body = "".join(data.draw(st.lists(chars, min_size=n, max_size=n)))
+        head = data.draw(st.from_regex(prefix, fullmatch=True)) if prefix else ""
+        tail = data.draw(st.from_regex(suffix, fullmatch=True)) if suffix else ""
+        for s in (head + body + tail, _near(data.draw, head + body + tail)):
+            assert _verdict(g, s) == bool(re.fullmatch(pattern, s)), (pattern, len(s))
+
+
 @pytest.mark.parametrize("pattern,text", [(r"\w+", "日本"), (r"\w", "é"), (r"\d", "٣"), (r"\s", "\u2003")])
 def test_unicode_classes_read_as_python(fuzz_compiler, pattern, text):
     assert re.fullmatch(pattern, text)

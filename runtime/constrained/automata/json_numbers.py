@@ -1,16 +1,13 @@
-"""Regexes for JSON numbers, their exponent spellings, literal values and fractional bounds (ranges between
-whole bounds are digit automata built directly: digit_range.py)."""
+"""Regexes for JSON numbers, the plain spellings of literal values, and fractional bounds (ranges between whole
+bounds are digit automata built directly: digit_range.py; exponent spellings are added to the plain automata by
+number_spellings.py, one rule for every number path)."""
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?"
 INTEGER = r"-?(0|[1-9][0-9]*)(\.0+)?"     # 1.0 is an integer in JSON Schema
-# How far an exponent spelling may move the decimal point from where the plain spelling has it, in places: JSON
-# Schema compares numbers by value (1e2 is the integer 100, 10e-1 equals 1), but "at most this many fraction
-# digits" against an exponent written in decimal is no regular language, so the exact matcher accepts the
-# spellings within this many places (json.dumps writes 1e+16 and 1e-05, one place from the plain digits).
-EXP_SHIFT = 6
 FRAC_ANY, FRAC_ZERO, FRAC_NONZERO = r"(\.[0-9]+)?", r"(\.0+)?", r"\.[0-9]*[1-9][0-9]*"
 
 
@@ -63,16 +60,15 @@ def nat_range(a: int, b: Optional[int]) -> Optional[str]:
     return "(" + "|".join(parts) + ")"
 
 
-def _exponent(x: int) -> str:
-    """Regex for the exponent part `e<x>` in every spelling (E, +, leading zeros)."""
-    if x == 0:
-        return "[eE][+-]?0+"
-    return "[eE]" + (r"\+?0*" if x > 0 else "-0*") + str(abs(x))
+# An unbounded integer's exponent spellings beyond number_spellings' window: any exponent after a whole mantissa,
+# and the decimal point moved at most this many places (`15e5`, `1.23456e5`, `1000e-3`): a whole number's
+# spellings need no automaton of the plain ones, so they come cheap as a regex (see integer_with_exponent).
+EXP_SHIFT = 6
 
 
 def integer_with_exponent() -> str:
     """Regex for the JSON numbers written with an exponent whose value is a whole number, the decimal point
-    moved at most EXP_SHIFT places (1e2, 1.5e1, 0.0e7, 100e-2, 1.50E+001)."""
+    moved at most EXP_SHIFT places or a whole mantissa (1e2, 1.5e1, 0.0e7, 100e-2, 1.50E+001, 15e30)."""
     parts = [r"0(\.0+)?[eE][+-]?[0-9]+",                                   # zero, any exponent
              r"[1-9][0-9]*(\.0+)?[eE](\+?[0-9]+|-0+)"]                     # a whole mantissa, exponent >= 0
     for places in range(1, EXP_SHIFT + 1):
@@ -83,50 +79,18 @@ def integer_with_exponent() -> str:
     return "-?(" + "|".join(parts) + ")"
 
 
-def literal_number(v, exponent: bool = False) -> str:
-    """Regex for every plain spelling of the JSON number v (1 == 1.0 == 1.00); with `exponent`, also every
-    spelling with an exponent that moves the decimal point at most EXP_SHIFT places (1e0, 10E-1, 0.1e+1)."""
-    plain = _plain_literal(v)
-    if not exponent:
-        return plain
+def plain_literal(v) -> str:
+    """Regex for every plain spelling (no exponent) of the JSON number v, an int or a finite float read as its
+    shortest decimal (0.1): `1`, `1.0`, `1.00` for 1; `-0` too for 0; `0.0000001` and `0.00000010` for 1e-07;
+    all the digits of 1e+16."""
     from decimal import Decimal
-    d = Decimal(v) if isinstance(v, int) else Decimal(repr(float(v)))
+    d = Decimal(repr(v)) if isinstance(v, float) else Decimal(v)
     if not d.is_finite():
-        return plain
-    sign, digits, k = d.normalize().as_tuple()
-    if not any(digits):
-        return r"-?0(\.0+)?([eE][+-]?[0-9]+)?"
-    body = "".join(map(str, digits))
-    parts = []
-    for x in range(k - EXP_SHIFT, k + len(body) + EXP_SHIFT):
-        m = Decimal(f"{body}E{k - x}")     # the mantissa written before e<x>
-        parts.append(f"({_plain_literal(m)}){_exponent(x)}" if m == m.to_integral_value() else
-                     f"{_plain_decimal(m)}{_exponent(x)}")
-    return ("-" if sign else "") + "(" + "|".join([_plain_literal(abs(v))] + parts) + ")"
-
-
-def _plain_decimal(m) -> str:
-    """Regex for a positive fraction Decimal m written without exponent (trailing zeros allowed)."""
-    import re
-    text = format(m, "f")
-    return re.escape(text) + "0*"
-
-
-def _plain_literal(v) -> str:
-    """Regex for every plain spelling of the JSON number v (1 == 1.0 == 1.00)."""
-    import re
-    from decimal import Decimal
-    if isinstance(v, Decimal) and v == v.to_integral_value():
-        v = int(v)
-    if isinstance(v, int) or (isinstance(v, float) and v.is_integer() and abs(v) < 1e16):
-        iv = int(v)
-        body = str(abs(iv)) + FRAC_ZERO
-        return ("-" if iv < 0 else "-?" if iv == 0 else "") + body
-    text = repr(float(v))
-    if "e" in text or "inf" in text or "nan" in text:
-        return re.escape(text)
-    sign = "-" if text.startswith("-") else ""
-    return sign + re.escape(text.lstrip("-")) + "0*"
+        raise ValueError(f"{v!r} is not a JSON number")
+    sign = "-" if d < 0 else "-?" if d == 0 else ""
+    if d == d.to_integral_value():
+        return sign + format(abs(d).to_integral_value(), "f") + FRAC_ZERO
+    return sign + re.escape(format(abs(d), "f").rstrip("0")) + "0*"
 
 
 def multiple_of_fsm(k: int):

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..automata.json_numbers import literal_number
 from ..automata.key_dfa import words_dfa
 from ..ir.nodes import ArrayNode, LexNode, ObjectNode, UnionNode
 from .json_values import json_equal, json_key
 from .keywords import constraints
 from .lowerer import Lowerer
+from .numbers import literal_numbers
 from .standard import valid
-
-EXP_SPELLED_VALUES = 8
 
 
 def lower_null(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -53,14 +51,9 @@ def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
         ids.append(sc.add(LexNode(d, source=" | ".join(json.dumps(json.dumps(v)) for v in strings))))
     elif strings:
         ids.append(const_node(sc, strings[0]))
-    # the exact matcher takes exponent spellings (1e0 for 1) of up to EXP_SPELLED_VALUES numbers: each adds
-    # about 0.1 s of automaton building; past that, only plain spellings (refusing, the safe direction)
-    spell_exponents = not sc.canonical and len(numbers) <= EXP_SPELLED_VALUES
-    if len(numbers) > 1:
-        ids.append(sc.lex_regex("|".join(f"({literal_number(v, spell_exponents)})" for v in numbers),
-                                " | ".join(json.dumps(v) for v in numbers)))
-    elif numbers:
-        ids.append(const_node(sc, numbers[0]))
+    # the numbers: one lexeme, with the exponent spellings (1e0 for 1) of every number path in the exact matcher
+    if numbers:
+        ids.append(literal_numbers(sc, numbers))
     if not ids:
         return sc.never()
     return ids[0] if len(ids) == 1 else sc.add(UnionNode(tuple(ids)))
@@ -73,7 +66,7 @@ def const_node(sc: Lowerer, v: Any) -> int:
     if isinstance(v, bool):
         return sc.lex_regex("true" if v else "false", '"true"' if v else '"false"')
     if isinstance(v, (int, float)):
-        return sc.lex_regex(literal_number(v, not sc.canonical))
+        return literal_numbers(sc, [v])
     if isinstance(v, str):
         d = sc.dfa(("lit", v), lambda: words_dfa({v: True}, None, canonical=sc.canonical))
         return sc.add(LexNode(d, source=json.dumps(json.dumps(v))))

@@ -5,6 +5,7 @@ exponent spellings of the same values within number_spellings' window (`1.1e1` f
 above a minimum, `1e-07` for `not integer`), and refuses those outside it. Generation mode writes plain digits."""
 from __future__ import annotations
 
+import json
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -14,7 +15,8 @@ from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.digit_range import digits_of, integer_range_fsm, number_range_fsm
 from ..automata.intersect import intersect
-from ..automata.json_numbers import INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound
+from ..automata.json_numbers import (INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound,
+                                     plain_literal)
 from ..automata.number_spellings import with_exponents
 from ..automata.regex import regex_to_char_fsm
 from ..errors import GrammarError, UnsupportedSchemaError
@@ -40,7 +42,9 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
     if ilo is not None and ihi is not None and ihi < ilo:
         return sc.never()
     if lo is None and hi is None and k == 1 and not nots:
-        # the exact matcher takes every spelling of a whole number (1e2); generation writes plain digits
+        # the exact matcher takes every exponent spelling of a whole number in number_lexeme's window, as on every
+        # number path, and more (integer_with_exponent holds the window's whole values: `15e5`, `1e+30` too), as
+        # a regex, without the spellings' automaton; generation writes plain digits
         return sc.lex_regex(INTEGER if sc.canonical else f"({INTEGER})|({integer_with_exponent()})", "integer")
     if k > MAX_MULTIPLE_OF or any(n > MAX_MULTIPLE_OF for n in nots):
         raise UnsupportedSchemaError("multipleOf", ptr, f"only steps up to {MAX_MULTIPLE_OF} are supported")
@@ -54,7 +58,7 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
         return lower_char_fsm(fsm, False)
     text += (f" multipleOf {k}" if k > 1 else "") + "".join(f" not multipleOf {n}" for n in nots)
     try:
-        return _lexeme(sc, ("int", ilo, ihi, k, nots), build, text)
+        return number_lexeme(sc, ("int", ilo, ihi, k, nots), build, text)
     except GrammarError as e:
         if k == 1 and not nots:
             raise
@@ -88,18 +92,18 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
             return lower_char_fsm(fsm, False)
         text += "".join(f" {'' if f else 'not '}multipleOf {float(x):g}" for x, f in zip(steps, flags))
         try:
-            return _lexeme(sc, ("decmult", lo, lo_excl, hi, hi_excl, tuple(zip(parts, flags))), build_steps, text)
+            return number_lexeme(sc, ("decmult", lo, lo_excl, hi, hi_excl, tuple(zip(parts, flags))), build_steps, text)
         except OverflowError as e:
             raise UnsupportedSchemaError("multipleOf", ptr, str(e)) from None
     if lo is None and hi is None:
         return sc.lex_regex(NUMBER, "number")
     if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_excl or hi_excl))):
         return sc.never()
-    return _lexeme(sc, ("numrange", lo, lo_excl, hi, hi_excl),
+    return number_lexeme(sc, ("numrange", lo, lo_excl, hi, hi_excl),
                    lambda: lower_char_fsm(_range_fsm(lo, lo_excl, hi, hi_excl), False), text)
 
 
-def _lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
+def number_lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
     """The number lexeme whose plain spellings `build` makes: in the exact matcher with its exponent spellings
     too (number_spellings.with_exponents), in generation mode as it is. Past EXP_PLAIN_STATES plain states (a
     large multipleOf's remainders), or where the spellings' automaton would pass its state limit, only the
@@ -117,6 +121,18 @@ def _lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
                 return plain
         d = sc.dfa(("exp",) + key, spelled)
     return sc.add(LexNode(d, source=text))
+
+
+def literal_numbers(sc: Lowerer, values: list) -> int:
+    """The lexeme of the JSON numbers equal to one of `values` (ints or floats), in every plain spelling and, in
+    the exact matcher, the exponent spellings of number_lexeme's window: the same rule as every number path."""
+    texts = sorted({plain_literal(v) for v in values})
+    return number_lexeme(sc, ("lits", tuple(texts)), lambda: _regex_dfa("|".join(f"({t})" for t in texts)),
+                         " | ".join(json.dumps(v) for v in values))
+
+
+def _regex_dfa(pattern: str):
+    return lower_char_fsm(regex_to_char_fsm(pattern, False), False)
 
 
 def _range_fsm(lo, lo_excl: bool, hi, hi_excl: bool):

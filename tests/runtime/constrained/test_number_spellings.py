@@ -184,3 +184,31 @@ def test_past_the_state_limit_only_plain_spellings(tokenizer, monkeypatch):
     monkeypatch.setattr(ns, "MAX_STATES", 5)
     g = GrammarCompiler(tokenizer).compile_json_schema(MULT_01)
     assert _accepts(g, "11") and _accepts(g, "1.1") and not _accepts(g, "1.1e1")
+
+
+# --- enum and const: the same window as every number path ---------------------------------------------------------
+ENUM_MANY = {"enum": list(range(40)) + [2.5, 1e-7, 1e16, -0.125, "x"]}
+
+
+@pytest.mark.parametrize("text", ["1e1", "3.9E1", "25e-1", "1e-07", "1.0e-7", "10000000000000000", "1e+16",
+                                  "1.5e1", "39", "40", "4e1", "2.4e0", "-1.25e-1", "-0.125", "0e3", "-0.0",
+                                  "1.25e-1", "3.95e1", "1e16", "1.00e16"])
+def test_enums_of_many_numbers_agree_with_jsonschema(compiler, text):
+    """Exponent spellings of enum members in the window (once only for up to 8 numbers, and another rule)."""
+    assert _accepts(compiler.compile_json_schema(ENUM_MANY), text) == _valid(ENUM_MANY, text)
+
+
+@pytest.mark.parametrize("value,accepted,refused", [
+    (1e16, ["10000000000000000", "1e16", "1.0E+16", "10000000000000000.00"], ["1e15", "1.1e16"]),
+    (1.5e-05, ["1.5e-05", "0.000015", "0.0000150", "1.50e-5"], ["1.5e-06", "0.00015"]),
+    (0, ["0", "-0", "0.0", "0e7", "-0.0E-3"], ["1e-300", "0.1"]),
+    (-12, ["-12", "-1.2e1", "-120e-1", "-12.0"], ["12", "-1.2e-1"]),
+])
+def test_const_numbers_by_value(compiler, value, accepted, refused):
+    g = compiler.compile_json_schema({"const": value})
+    for text in accepted:
+        assert _accepts(g, text), text
+    for text in refused:
+        assert not _accepts(g, text), text
+    plain = format(Decimal(repr(value)), "f")                 # generation mode writes plain digits
+    assert _accepts(compiler.compile_json_schema({"const": value}, whitespace="compact"), plain)

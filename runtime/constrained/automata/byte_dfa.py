@@ -74,7 +74,7 @@ class ByteDFA:
         return count
 
     @cached_property
-    def count_rows(self) -> "_Rows":
+    def count_rows(self) -> _Rows:
         """`count_rows[s][b]`: 1 where `count[s, b]`, else 0 (rows as bytes, made on first read)."""
         return _Rows(self.count, bytes)
 
@@ -218,7 +218,7 @@ class _Rows(dict):
     thirds of building a key DFA (a 372-state one: 1.9 of 2.9 ms) and most of its states (the JSON escapes of
     each name's characters) are never stepped through. Converting all of them on first use instead moved those
     milliseconds into masks (MaskBench mask p99 1.03 -> 1.47 ms); a row costs about 3 us."""
-    __slots__ = ("table", "kind")
+    __slots__ = ("kind", "table")
 
     def __init__(self, table: np.ndarray, kind=None):
         super().__init__()

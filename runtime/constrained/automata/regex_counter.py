@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..budget import CompileBudgetExceeded, current
 from .charfsm import CharFSM
-from .regex import MAX_REGEX_STATES, check_regex, _has_bare, _strip_anchors
+from .regex import MAX_REGEX_STATES, _has_bare, _strip_anchors, check_regex
 from .regex_nfa import _REPEATS, NFA, Lowering, MixedCount, determinize, parse
 from .regex_size import check_unrolled_size, positions, unrolled_extra
 

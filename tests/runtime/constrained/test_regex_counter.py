@@ -9,7 +9,6 @@ import re
 
 import numpy as np
 import pytest
-
 from sglite.runtime.constrained import GrammarCompiler
 from sglite.runtime.constrained.automata.byte_dfa import ByteDFA
 from sglite.runtime.constrained.automata.regex_counter import counted_regex
@@ -179,9 +178,10 @@ def test_a_pattern_in_a_string_with_a_length_bound_unrolls_or_is_refused(compile
 
 @pytest.mark.parametrize("pattern", [r"ID-\d{1,100000}", "a{0,100000}", r"\w{3,5000}!"])
 def test_generation_with_a_counted_regex_stays_valid(pattern):
-    from sglite.protocol import GenerateRequest, SamplingParams
     from sglite.runtime.engine import Engine
     from sglite.runtime.testing import load_tiny_model
+
+    from sglite.protocol import GenerateRequest, SamplingParams
 
     with Engine(load_tiny_model(max_context=256), max_total_tokens=2048) as e:
         out = e.submit(GenerateRequest(text="hi", params=SamplingParams(regex=pattern, max_new_tokens=12)))[0]

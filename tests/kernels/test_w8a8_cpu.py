@@ -176,3 +176,22 @@ def test_quantized_activations_are_the_same_on_every_path(group, digits):
     sums = both.view(M, K // group, group).sum(-1)
     assert torch.equal(sa, (s.repeat_interleave(32 // group, dim=1).double() * sums).float())
     assert bool((a[0, :, :64] == 0).all()) and bool((a[1, 0, 32:64] == 127).all())
+
+
+@pytest.mark.parametrize("digits", [1, 2])
+def test_the_5_bit_layout_gives_the_8_bit_layouts_bits(lib, digits):
+    """Blocks of 0..31 with a stored minimum run as the same integers, scales and minima in the 5-bit layout
+    (each high nibble's q dotted as 8 q, then shifted back) and in the wide 8-bit one: the same bits out."""
+    N, K = 64, 640
+    q, d, m, group = layout_weights("min5h", N, K, 7)
+    compact = k.pack(q, d, m, group)
+    assert compact.bits == 5
+    T, ng = N // 16, K // group
+
+    def by_tile(v: torch.Tensor) -> torch.Tensor:
+        return v.float().view(T, 16, ng).transpose(1, 2).reshape(N, ng).contiguous()
+
+    qw = q.to(torch.uint8).view(T, 16, K // 4, 4).permute(0, 2, 1, 3).reshape(N, K).contiguous()
+    wide = k.W8A8Weights(qw, by_tile(d), by_tile(m), group)
+    x = (torch.randn(9, K, generator=torch.Generator().manual_seed(8)) * 3).to(torch.bfloat16)
+    assert torch.equal(k.w8a8_linear(x, compact, digits, lib=lib), k.w8a8_linear(x, wide, digits, lib=lib))

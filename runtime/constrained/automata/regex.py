@@ -22,6 +22,8 @@ __all__ = ["RegexUnsupported", "regex_to_char_fsm"]
 # GrammarCompiler, a{0,10000} takes 0.27 s and 70 MB on a quiet 2-core Xeon, 0.8 s busy; a{0,20000} 0.37 s and
 # 154 MB quiet, 1.2 to 2.1 s busy; a{0,100000} 2.6 s and 640 MB).
 # The budget's `regex_positions` bounds the size as written, which the subset construction grows with.
+# compile_regex keeps its largest count of a character class as a counter instead (regex_counter.py): what is
+# unrolled, and bounded here, is the rest.
 MAX_REGEX_STATES = 10_000
 
 

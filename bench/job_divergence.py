@@ -28,7 +28,7 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
-from accuracy import load_gold, score  # noqa: E402
+from accuracy import GOLD_FIELDS, load_gold, score  # noqa: E402
 from vs_llamacpp import DEFAULT_BIN_DIR, LlamaServer, SgliteSide, chat_messages, find_binaries, load_example  # noqa: E402
 
 TOP = 10
@@ -48,11 +48,10 @@ def llama_complete(server: LlamaServer, ids: list[int], schema: dict) -> tuple[l
 def teacher_forced(engine, prompt: list[int], output: list[int]) -> list[tuple[dict[int, float], float]]:
     """sglite's raw log-probs at each output position: (top-TOP {token: logprob}, logprob of the output token)."""
     out = engine.generate(input_ids=prompt + output, sampling_params={"max_new_tokens": 1, "temperature": 0},
-                          return_logprob=True, logprob_start_len=len(prompt) - 1, top_logprobs_num=TOP)
+                          return_logprob=True, logprob_start_len=len(prompt), top_logprobs_num=TOP)
     meta = out["meta_info"]
-    own = meta["input_token_logprobs"]
-    tops = meta["input_top_logprobs"]
-    # logprob_start_len = len(prompt) - 1: the first entry scores prompt + output's token len(prompt) - 1 + 1
+    own = meta["input_token_logprobs"]     # entry i: (logprob, id, text) of input token logprob_start_len + i
+    tops = meta["input_top_logprobs"]      # entry i: the distribution that scored it
     rows = []
     for k in range(len(output)):
         lp, tok = own[k][0], own[k][1]
@@ -202,12 +201,26 @@ def main(argv: list[str] | None = None) -> int:
                          "right_ours": ra, "right_theirs": rb})
             sys.stdout.flush()
         print(f"\n{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        print_fields({f"sglite {name}": {d["id"]: _parse(engine.tokenizer.decode(a)) for d, a in zip(docs, ours[name])},
+                      "llama.cpp": {d["id"]: _parse(engine.tokenizer.decode(b)) for d, b in zip(docs, theirs)}}, gold)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             for row in rows:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     side.shutdown()
     return 0
+
+
+def print_fields(systems: dict[str, dict[str, dict | None]], gold: dict[str, dict]) -> None:
+    """Gold fields right per field, one column per system."""
+    scores = {name: [score(rec, gold[doc_id]) for doc_id, rec in recs.items()] for name, recs in systems.items()}
+    print("\n| field | " + " | ".join(scores) + " |\n|---|" + "---:|" * len(scores))
+    for field in (*GOLD_FIELDS, "total"):
+        cells = []
+        for rows in scores.values():
+            right = [v for r in rows for f, v in r.items() if field in ("total", f)]
+            cells.append(f"{sum(right)}/{len(right)}")
+        print(f"| {field} | " + " | ".join(cells) + " |")
 
 
 def _parse(text: str) -> dict | None:

@@ -90,7 +90,7 @@ def main() -> None:
                     continue
                 c = Compiles(tokenizer, interval, args.compiles, seed=r)
                 c.thread.start()
-                ms[name].append(_decode_ms(engine, args.tokens, until=lambda: not c.thread.is_alive()))
+                ms[name].append(_decode_ms(engine, args.tokens, until=lambda c=c: not c.thread.is_alive()))
                 c.thread.join()
                 compile_s[name].append(statistics.mean(c.took))
     print(f"model {args.model}, requests of {args.tokens} tokens, {args.compiles} compiles a round, medians of "

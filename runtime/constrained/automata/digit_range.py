@@ -11,7 +11,6 @@ the negated bounds, and `-0` is 0."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Optional
 
 from ..budget import checkpoint
 from .charfsm import CharFSM, make_ranges
@@ -26,7 +25,7 @@ def digits_of(n: int) -> str:
     return format(Decimal(n), "f")
 
 
-def integer_range_fsm(lo: Optional[int], hi: Optional[int]) -> Optional[CharFSM]:
+def integer_range_fsm(lo: int | None, hi: int | None) -> CharFSM | None:
     """JSON integers in [lo, hi] (either may be None) in every plain spelling: `-0` for 0, `1.0` and `1.00` for
     1, no leading zeros. None if the range is empty."""
     if lo is not None and hi is not None and hi < lo:
@@ -34,7 +33,7 @@ def integer_range_fsm(lo: Optional[int], hi: Optional[int]) -> Optional[CharFSM]
     return _Builder(integers=True).build(lo, False, hi, False)
 
 
-def number_range_fsm(lo: Optional[int], lo_excl: bool, hi: Optional[int], hi_excl: bool) -> Optional[CharFSM]:
+def number_range_fsm(lo: int | None, lo_excl: bool, hi: int | None, hi_excl: bool) -> CharFSM | None:
     """JSON numbers (plain spellings, no exponent) in the interval between integer bounds (either None), each
     bound inclusive or exclusive. None if the interval is empty."""
     if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_excl or hi_excl))):
@@ -59,7 +58,7 @@ class _Builder:
             self.finals.add(len(self.trans) - 1)
         return len(self.trans) - 1
 
-    def build(self, lo, lo_excl: bool, hi, hi_excl: bool) -> Optional[CharFSM]:
+    def build(self, lo, lo_excl: bool, hi, hi_excl: bool) -> CharFSM | None:
         start = self.new()
         live = False
         # x >= 0: the magnitude is x
@@ -78,7 +77,7 @@ class _Builder:
             return None
         return CharFSM(start, tuple(make_ranges(t) for t in self.trans), dict.fromkeys(self.finals, True))
 
-    def magnitude(self, start: int, a: int, a_incl: bool, b: Optional[int], b_incl: bool) -> bool:
+    def magnitude(self, start: int, a: int, a_incl: bool, b: int | None, b_incl: bool) -> bool:
         """Adds from `start` the magnitudes m (no sign) with a <= m <= b, each end inclusive or not (b None:
         unbounded). Returns whether any state accepts."""
         da = digits_of(a)
@@ -128,7 +127,7 @@ class _Builder:
         return any_final
 
     @staticmethod
-    def relations(key: tuple, la: int, lb: Optional[int]) -> tuple[int, int]:
+    def relations(key: tuple, la: int, lb: int | None) -> tuple[int, int]:
         """How the integer digits read in state `key` compare with the lower and upper bound (-1, 0, 1) if
         they end there."""
         k, c_lo, c_hi, _ = key
@@ -136,7 +135,7 @@ class _Builder:
         rel_hi = -1 if lb is None or k < lb else (c_hi if k == lb else 1)
         return rel_lo, rel_hi
 
-    def tail(self, rel_lo: int, rel_hi: int, a_incl: bool, b_incl: bool) -> Optional[str]:
+    def tail(self, rel_lo: int, rel_hi: int, a_incl: bool, b_incl: bool) -> str | None:
         """The fraction that may follow integer digits comparing so with the bounds (None: none, not even an
         empty one)."""
         if rel_lo < 0 or rel_hi > 0:

@@ -33,9 +33,8 @@ def test_lowered_while_a_compile_runs_and_put_back():
 
 
 def test_put_back_when_a_compile_fails():
-    with pytest.raises(CompileBudgetExceeded):
-        with within(CompileBudget()):
-            raise CompileBudgetExceeded("over")
+    with pytest.raises(CompileBudgetExceeded), within(CompileBudget()):
+        raise CompileBudgetExceeded("over")
     assert sys.getswitchinterval() == pytest.approx(0.005)
 
 

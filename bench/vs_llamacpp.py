@@ -268,6 +268,13 @@ class LlamaServer:
         r.raise_for_status()
         return r.json()["prompt"]
 
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of `text` as the server tokenizes a chat prompt: special tokens parsed, BOS where the GGUF
+        asks for one."""
+        r = self.client.post("/tokenize", json={"content": text, "add_special": True, "parse_special": True})
+        r.raise_for_status()
+        return r.json()["tokens"]
+
     def chat(self, messages: list[dict], schema: dict) -> str | None:
         r = self.client.post("/v1/chat/completions", json={
             "messages": messages, "temperature": 0, "max_tokens": 512, "seed": 0,
@@ -371,6 +378,7 @@ def main(argv: list[str] | None = None) -> int:
             ours["job"] = side.main_job(example, docs)
             ours_prompt = side.render(chat_messages(example, docs[0]["text"]))   # the speed part needs no chat
                                                                                  # template (base models)
+            ours_ids = side.engine.tokenizer.encode(ours_prompt)
     finally:
         side.shutdown()
 
@@ -384,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
                 same = server.render(chat_messages(example, docs[0]["text"])) == ours_prompt
                 print(f"chat template: llama-server renders {'the same' if same else 'a DIFFERENT'} prompt text "
                       "as sglite's tokenizer for the same messages")
+                same_ids = server.tokenize(ours_prompt) == ours_ids
+                print(f"prompt tokens: llama-server tokenizes that text (BOS as its GGUF says) to "
+                      f"{'the same' if same_ids else 'DIFFERENT'} token ids as sglite")
                 theirs["job"] = server.main_job(example, docs)
 
     rows = []

@@ -51,6 +51,11 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
 
     def build():
         fsm = integer_range_fsm(ilo, ihi)       # O(digits) states, however large the bounds
+        # the product has at most states x remainders: with long bounds, refused before it is built when that
+        # passes the limit (short ones reach far fewer pairs, and intersect stops at the limit)
+        if fsm.num_states > 64 and fsm.num_states * k * math.prod(n + 5 for n in nots) > MAX_PRODUCT_STATES:
+            raise UnsupportedSchemaError("multipleOf", ptr, f"the bounds' {fsm.num_states} digit states times the "
+                                         f"step's remainders pass {MAX_PRODUCT_STATES} automaton states")
         if k > 1:
             fsm = intersect(fsm, multiple_of_fsm(k), limit=MAX_PRODUCT_STATES)
         for n in nots:
@@ -60,7 +65,7 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
     try:
         return number_lexeme(sc, ("int", ilo, ihi, k, nots), build, text)
     except GrammarError as e:
-        if k == 1 and not nots:
+        if k == 1 and not nots or isinstance(e, UnsupportedSchemaError):
             raise
         raise UnsupportedSchemaError("multipleOf", ptr, f"{e}: the bounds' digits times the step's remainders "
                                      f"pass {MAX_PRODUCT_STATES} automaton states") from None

@@ -119,3 +119,11 @@ def test_digits_past_the_string_conversion_limit():
     assert digits_of(10 ** 5000) == "1" + "0" * 5000
     f = integer_range_fsm(None, 10 ** 5000)
     assert f.matches("9" * 5000) and f.matches("1" + "0" * 5000) and not f.matches("1" + "0" * 4999 + "1")
+
+
+def test_a_product_too_large_is_refused_before_it_is_built(compiler):
+    from sglite.runtime.constrained import UnsupportedSchemaError
+    with pytest.raises(UnsupportedSchemaError, match="multipleOf.*digit states"):
+        compiler.compile_json_schema({"type": "integer", "maximum": 10 ** 1000, "multipleOf": 97})
+    g = compiler.compile_json_schema({"type": "integer", "minimum": 3, "maximum": 10 ** 6, "multipleOf": 9999})
+    assert _accepts(g, "9999") and not _accepts(g, "9998")   # short bounds: the product stays small

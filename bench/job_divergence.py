@@ -72,7 +72,6 @@ def classify(engine, grammar, prompt: list[int], ours: list[int], theirs: list[i
              k: int) -> dict[str, Any]:
     tok = engine.tokenizer
     m = grammar.matcher()
-    forced_at = None
     for t in ours[:k]:
         assert m.accept_token(t)
     forced = m.forced_bytes()

@@ -105,7 +105,7 @@ def test_w4a16_linear_in_a_model_format():
 def test_linears_write_into_a_given_output_as_they_return_one(fmt):
     """`out=`: the same bits as without it, written into the buffer (also in row slices of one, as a mixed
     prefill/decode pass of SizedLinear does); the kernel refuses an output it would overrun."""
-    from sglite.runtime.linear import SizedLinear, make_linear, make_sized_linear
+    from sglite.runtime.linear import SizedLinear, make_sized_linear
 
     q = torch.randint(0, 16, (48, 64), generator=torch.Generator().manual_seed(1))
     q[:, 0::32], q[:, 1::32] = 0, 15

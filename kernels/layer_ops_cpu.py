@@ -111,13 +111,38 @@ if numba is not None:
             ss += x[d] * x[d]
         return np.float32(1.0) / np.sqrt(ss / np.float32(D) + eps)
 
+    @numba.njit(inline="always")
+    def _rotate_store(x, y, yb, cos, sin, t, h, Hq, D, q_out, k_cache, slot):
+        # rotates head h of token t (x [D] float32, its bf16 values widened) into y, then writes a Q head to
+        # q_out as float32 of its bf16 rounding, a K head to k_cache[slot] as bf16 bits
+        half = D // 2
+        for d in range(half):
+            y[d] = x[d] * cos[t, d] + (-x[d + half]) * sin[t, d]
+        for d in range(half, D):
+            y[d] = x[d] * cos[t, d] + x[d - half] * sin[t, d]
+        if h < Hq:
+            for d in range(D):
+                yb[d] = _widen(_round_bf16(yb[d]))
+            for d in range(D):
+                q_out[t, h, d] = y[d]
+        else:
+            for d in range(D):
+                k_cache[slot, h - Hq, d] = _round_bf16(yb[d])
+
+    @numba.njit(inline="always")
+    def _store_v(qkv, t, Hq, Hk, D, v_cache, slot):
+        # the V heads of token t, bf16 bits as the projection wrote them
+        vbase = (Hq + Hk) * D
+        for h in range(Hk):
+            for d in range(D):
+                v_cache[slot, h, d] = qkv[t, vbase + h * D + d]
+
     @numba.njit(cache=True, error_model="numpy")
     def _qk_norm_rope_store(qkv, cos, sin, Hq, Hk, D, q_w, k_w, eps, q_out, k_cache, v_cache, slots):
         # _rope_store with Qwen3's and Gemma 3's per-head RMSNorm first: each Q (K) head becomes
         # bf16(x * rms(x) * q_w) (k_w), as torch's rms_norm of a bf16 tensor rounds once, then rotates.
         # q_w / k_w [D] float32 (the bf16 norm weights, widened)
         T = qkv.shape[0]
-        half = D // 2
         x = np.empty(D, np.float32)
         xb = x.view(np.uint32)
         y = np.empty(D, np.float32)
@@ -133,29 +158,14 @@ if numba is not None:
                     y[d] = x[d] * r * nw[d]
                 for d in range(D):
                     xb[d] = _widen(_round_bf16(yb[d]))
-                for d in range(half):
-                    y[d] = x[d] * cos[t, d] + (-x[d + half]) * sin[t, d]
-                for d in range(half, D):
-                    y[d] = x[d] * cos[t, d] + x[d - half] * sin[t, d]
-                if h < Hq:
-                    for d in range(D):
-                        yb[d] = _widen(_round_bf16(yb[d]))
-                    for d in range(D):
-                        q_out[t, h, d] = y[d]
-                else:
-                    for d in range(D):
-                        k_cache[slots[t], h - Hq, d] = _round_bf16(yb[d])
-            vbase = (Hq + Hk) * D
-            for h in range(Hk):
-                for d in range(D):
-                    v_cache[slots[t], h, d] = qkv[t, vbase + h * D + d]
+                _rotate_store(x, y, yb, cos, sin, t, h, Hq, D, q_out, k_cache, slots[t])
+            _store_v(qkv, t, Hq, Hk, D, v_cache, slots[t])
 
     @numba.njit(cache=True)
     def _rope_store(qkv, cos, sin, Hq, Hk, D, q_out, k_cache, v_cache, slots):
         # qkv [T, (Hq + 2 Hk) D] bf16 bits; cos/sin [T, D] float32; q_out [T, Hq, D] float32;
         # k_cache/v_cache [S, Hk, D] bf16 bits; slots [T] int64. No fastmath: each product is rounded as torch's.
         T = qkv.shape[0]
-        half = D // 2
         x = np.empty(D, np.float32)
         xb = x.view(np.uint32)
         y = np.empty(D, np.float32)
@@ -165,22 +175,8 @@ if numba is not None:
                 base = h * D
                 for d in range(D):
                     xb[d] = _widen(qkv[t, base + d])
-                for d in range(half):
-                    y[d] = x[d] * cos[t, d] + (-x[d + half]) * sin[t, d]
-                for d in range(half, D):
-                    y[d] = x[d] * cos[t, d] + x[d - half] * sin[t, d]
-                if h < Hq:
-                    for d in range(D):
-                        yb[d] = _widen(_round_bf16(yb[d]))
-                    for d in range(D):
-                        q_out[t, h, d] = y[d]
-                else:
-                    for d in range(D):
-                        k_cache[slots[t], h - Hq, d] = _round_bf16(yb[d])
-            vbase = (Hq + Hk) * D
-            for h in range(Hk):
-                for d in range(D):
-                    v_cache[slots[t], h, d] = qkv[t, vbase + h * D + d]
+                _rotate_store(x, y, yb, cos, sin, t, h, Hq, D, q_out, k_cache, slots[t])
+            _store_v(qkv, t, Hq, Hk, D, v_cache, slots[t])
 
     @numba.njit(cache=True)
     def _silu_mul(gu, out, lo):

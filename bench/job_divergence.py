@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         print("|---|---:|---|---|---|---|---:|---:|---|")
         for doc, ids, a, b, p in zip(docs, prompts, ours[name], theirs, probs):
             k = divergence(a, b)
-            rec_a, rec_b = (_parse(engine.tokenizer.decode(x)) for x in (a, b))
+            rec_a, rec_b = (_parse(engine.tokenizer.decode(x, skip_special_tokens=True)) for x in (a, b))
             ra, rb = score(rec_a, gold[doc["id"]]), score(rec_b, gold[doc["id"]])
             right = f"{sum(ra.values())}/{sum(rb.values())}"
             if k is None:
@@ -200,8 +200,10 @@ def main(argv: list[str] | None = None) -> int:
                          "right_ours": ra, "right_theirs": rb})
             sys.stdout.flush()
         print(f"\n{name}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-        print_fields({f"sglite {name}": {d["id"]: _parse(engine.tokenizer.decode(a)) for d, a in zip(docs, ours[name])},
-                      "llama.cpp": {d["id"]: _parse(engine.tokenizer.decode(b)) for d, b in zip(docs, theirs)}}, gold)
+        def records(outputs: list[list[int]]) -> dict[str, dict | None]:
+            return {d["id"]: _parse(engine.tokenizer.decode(ids, skip_special_tokens=True))
+                    for d, ids in zip(docs, outputs)}
+        print_fields({f"sglite {name}": records(ours[name]), "llama.cpp": records(theirs)}, gold)
     if args.out:
         with open(args.out, "w", encoding="utf-8") as f:
             for row in rows:

@@ -108,15 +108,6 @@ class ByteDFA:
     def frozen_list(self) -> list[bool]:
         return self.frozen.tolist()
 
-    @cached_property
-    def walk_loop_count(self) -> np.ndarray:
-        """bool [n + 1]: whether the bytes of `walk_loops[s]` count (all of them do, or none)."""
-        n = self.num_states
-        out = np.zeros(n + 1, bool)
-        if n:
-            same = self.table == np.arange(n, dtype=np.int32)[:, None]
-            out[:n] = (same & self.count).any(axis=1)
-        return out
 
     @property
     def walk_flat(self) -> tuple[np.ndarray, np.ndarray]:
@@ -134,17 +125,29 @@ class ByteDFA:
             self._walk_flat = (nxt.ravel(), inc.ravel())
         return self._walk_flat
 
-    @cached_property
+    @property
     def walk_loops(self) -> np.ndarray:
         """uint64 [n + 1, 4]: per state (and the dead row n, empty) the 256-bit set of bytes that lead back to the
         same state and count as `walk_loop_count[s]` says, for the compiled trie walk. Cached."""
+        return self._self_loops[0]
+
+    @property
+    def walk_loop_count(self) -> np.ndarray:
+        """bool [n + 1]: whether the bytes of `walk_loops[s]` count (all of them do, or none)."""
+        return self._self_loops[1]
+
+    @cached_property
+    def _self_loops(self) -> tuple[np.ndarray, np.ndarray]:
+        """(walk_loops, walk_loop_count), from one pass over the table's self-loops."""
         n = self.num_states
         loops = np.zeros((n + 1, 32), np.uint8)
+        counted = np.zeros(n + 1, bool)
         if n:
             same = self.table == np.arange(n, dtype=np.int32)[:, None]
-            same &= self.count == self.walk_loop_count[:n, None]
+            counted[:n] = (same & self.count).any(axis=1)
+            same &= self.count == counted[:n, None]
             loops[:n] = np.packbits(same, axis=1, bitorder="little")
-        return loops.view(np.uint64)
+        return loops.view(np.uint64), counted
 
     @property
     def edges(self) -> tuple[np.ndarray, np.ndarray]:

@@ -343,8 +343,12 @@ class GenerateRequest:
     top_logprobs_num: int = 0
     stream: bool = False
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
+    lora_path: str | None = None            # the LoRA adapter (its name as loaded) to run under; None: the base
 
     def __post_init__(self) -> None:
+        if self.lora_path is not None and (not isinstance(self.lora_path, str) or not self.lora_path):
+            raise RequestError("lora_path", "invalid_type",
+                               f"lora_path must be an adapter name (a non-empty str) or None, got {self.lora_path!r}")
         if not isinstance(self.params, SamplingParams):
             object.__setattr__(self, "params", SamplingParams.from_dict(self.params))
         if (self.text is None) == (self.input_ids is None):

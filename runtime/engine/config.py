@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 SCHEDULE_POLICIES = ("lpm", "fcfs")
 JSON_WHITESPACE = ("compact", "standard", "flexible", "any")
@@ -47,6 +48,11 @@ class EngineConfig:
     speculative_num_draft_tokens: int = 6      # the most draft tokens per request per pass
     speculative_row_cost: float | None = None  # what one more row adds to a step, as a share of a one-row step,
                                                # for planning drafts; None: measured from the engine's steps
+    lora_paths: Any = None                # LoRA adapters loaded at start: {name: path} or ["name=path", ...]
+                                          # (PEFT folders or llama.cpp GGUF LoRA files); normalized to a tuple of
+                                          # (name, path) pairs. A request picks one with lora_path=NAME
+    max_loras_per_batch: int = 8          # distinct adapters one forward pass may hold (the base not counted);
+                                          # requests past it wait their turn
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str) -> ValueError:
@@ -92,6 +98,10 @@ class EngineConfig:
             raise bad("speculative_row_cost", "must be None (measured) or a number in [0, 1]")
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
+        if isinstance(self.max_loras_per_batch, bool) or not isinstance(self.max_loras_per_batch, int) \
+                or self.max_loras_per_batch < 1:
+            raise bad("max_loras_per_batch", "must be a positive int")
+        object.__setattr__(self, "lora_paths", parse_lora_paths(self.lora_paths))
 
     @classmethod
     def from_kwargs(cls, **kwargs) -> "EngineConfig":
@@ -107,3 +117,40 @@ class EngineConfig:
         if self.chunked_prefill_size == -1:
             return self.max_prefill_tokens
         return min(self.chunked_prefill_size, self.max_prefill_tokens)
+
+
+def parse_lora_paths(value: Any) -> tuple[tuple[str, str], ...]:
+    """EngineConfig.lora_paths as (name, path) pairs: from None, a {name: path} dict, or a list of "name=path"
+    strings (SGLang's `--lora-paths`; a bare path is named after its last component). Raises ValueError naming
+    the entry when a name is empty, repeated, or the entry is neither form."""
+    if value is None or value == ():
+        return ()
+    if isinstance(value, dict):
+        items = list(value.items())
+    elif isinstance(value, (list, tuple)):
+        items = []
+        for entry in value:
+            if isinstance(entry, (list, tuple)) and len(entry) == 2:
+                items.append(tuple(entry))
+            elif isinstance(entry, str):
+                name, sep, path = entry.partition("=")
+                if not sep:
+                    import os
+                    name, path = os.path.basename(os.path.normpath(entry)), entry
+                items.append((name, path))
+            else:
+                raise ValueError(f"EngineConfig.lora_paths entry {entry!r} is not 'name=path' or a (name, path) pair")
+    else:
+        raise ValueError(f"EngineConfig.lora_paths must be a {{name: path}} dict or a list of 'name=path' strings, "
+                         f"got {value!r}")
+    out, seen = [], set()
+    for name, path in items:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"EngineConfig.lora_paths: adapter name {name!r} must be a non-empty string")
+        if not isinstance(path, (str,)) and not hasattr(path, "__fspath__"):
+            raise ValueError(f"EngineConfig.lora_paths[{name!r}]: path must be a str or os.PathLike, got {path!r}")
+        if name in seen:
+            raise ValueError(f"EngineConfig.lora_paths names adapter {name!r} twice")
+        seen.add(name)
+        out.append((name, str(path)))
+    return tuple(out)

@@ -58,7 +58,9 @@ class EngineCore:
         self.pool_tokens = pool_tokens
         self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,
                             cfg.disable_radix_cache)
-        self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device, cfg.batch_invariant)
+        self.lora = self._lora_manager(mc, cfg)     # the adapters requests may name (maybe none yet)
+        self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device, cfg.batch_invariant,
+                                  lora=self.lora)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order,
                                       CompileBudget(seconds=cfg.grammar_compile_budget_s), cfg.grammar_cache_bytes)
         self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens, cfg.speculative_row_cost) \
@@ -74,14 +76,69 @@ class EngineCore:
                       "decode_tokens": 0, "requests_finished": 0}
         self._counter = itertools.count()
 
+    @staticmethod
+    def _lora_manager(mc: Any, cfg: EngineConfig):
+        """A LoraManager with every adapter of cfg.lora_paths loaded (LoraError names the one that fails)."""
+        from ..lora import LoraManager
+
+        manager = LoraManager(mc, cfg.max_loras_per_batch)
+        for name, path in cfg.lora_paths:
+            manager.load(name, path)
+        return manager
+
+    # --- LoRA adapters ---------------------------------------------------------------------------------------
+    def lora_names(self) -> list[str]:
+        """The adapters requests may name (lora_path=NAME), in load order."""
+        return self.lora.names()
+
+    def load_lora_adapter(self, name: str, path: str) -> None:
+        """Loads an adapter under `name`; running requests are untouched. Raises LoraError (a ValueError) naming
+        the problem: a missing or malformed adapter, one that does not fit the base, a name already loaded.
+        Thread-safe: the adapter is read and checked on the caller's thread."""
+        self.lora.load(name, path)
+
+    def unload_lora_adapter(self, name: str) -> None:
+        """Forgets adapter `name`. Raises LoraError if no adapter has that name, LoraInUseError while requests
+        queued or running hold it (they keep it until they finish; unload again then). Its prefix-cache entries
+        are never matched again (a later load gets a new namespace) and age out of the cache."""
+        self.lora.unload(name)
+
+    def _acquire_lora(self, request: GenerateRequest) -> int:
+        """Holds request.lora_path for each of its samples (released as each finishes); its cache namespace."""
+        name = request.lora_path
+        if name not in self.lora:
+            loaded = self.lora_names()
+            raise RequestError("lora_path", "not_found",
+                               f"no LoRA adapter named {name!r} is loaded; loaded: {loaded or 'none'} "
+                               "(load it with --lora-paths NAME=PATH or load_lora_adapter)")
+        from ..lora import LoraError
+        try:
+            for _ in range(request.params.n):
+                self.lora.acquire(name)
+        except LoraError as e:      # unloaded meanwhile
+            raise RequestError("lora_path", "not_found", str(e)) from None
+        return self.lora.uid(name)
+
+    def release_reqs(self, reqs: list[Req]) -> None:
+        """Gives back what make_reqs took for Reqs that will never be added (a later request of their batch
+        failed validation)."""
+        for r in reqs:
+            if r.lora_path is not None:
+                self.lora.release(r.lora_path)
+                r.lora_path = None
+
     # --- requests --------------------------------------------------------------------------------------------
     def make_reqs(self, request: GenerateRequest) -> list[Req]:
         """The request's n samples as Reqs, validated: raises RequestError (nothing queued) on a bad prompt, a
-        request that cannot fit, or a grammar that does not compile. Thread-safe."""
+        request that cannot fit, an unknown LoRA adapter, or a grammar that does not compile. Thread-safe. Each
+        Req holds its adapter (LoraManager.acquire) until it finishes or is given to `release_reqs`."""
+        if request.lora_path is not None and request.lora_path not in self.lora:
+            self._acquire_lora(request)      # raises: unknown adapter, before any other work
         ids = self._prompt_ids(request)
         p = self._fit(request.params, len(ids))
         p.check_vocab(self.vocab_size)
         grammar = self.grammar.compile(p, request.rid)   # Engine.abort(rid) cancels it
+        uid = self._acquire_lora(request) if request.lora_path is not None else 0
         reqs = []
         for i, rid in enumerate(request.sample_ids()):
             # unseeded: distinct per sample, reproducible per engine seed and submission order (int hashes
@@ -92,7 +149,8 @@ class EngineCore:
                             generator=None if p.is_greedy else self._generator(seed),
                             matcher=grammar.matcher() if grammar is not None else None,
                             stop_checker=StopChecker(self.tokenizer, p.stop, p.skip_special_tokens, p.no_stop_trim,
-                                                     p.stop_regex)))
+                                                     p.stop_regex),
+                            lora_path=request.lora_path, lora_uid=uid))
         return reqs
 
     def _generator(self, seed: int) -> torch.Generator:
@@ -176,6 +234,8 @@ class EngineCore:
                 continue
             if r.finished:
                 del self.active[r.rid]
+                if r.lora_path is not None:
+                    self.lora.release(r.lora_path)
                 self.stats["cached_tokens"] += r.cache_hit_tokens
                 self.stats["prompt_tokens"] += r.prompt_len
                 self.stats["requests_finished"] += 1
@@ -221,6 +281,7 @@ class EngineCore:
         s["pool_tokens"] = self.pool_tokens
         s["pool_free_tokens"] = self.kv.allocator.available
         s["cached_tree_tokens"] = self.kv.cache.total_size if self.kv.cache else 0
+        s["lora_adapters"] = self.lora_names()
         if self.drafter is not None:
             d = self.drafter
             s.update(spec_draft_tokens=d.proposed, spec_accepted_tokens=d.accepted,

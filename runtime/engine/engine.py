@@ -57,9 +57,11 @@ class Engine:
     # --- SGLang's dict API -----------------------------------------------------------------------------------
     def generate(self, prompt: Any = None, sampling_params: Any = None, input_ids: Any = None,
                  return_logprob: bool = False, logprob_start_len: int | None = None, top_logprobs_num: int = 0,
-                 stream: bool = False) -> dict | list[dict] | Iterator[dict]:
+                 stream: bool = False, lora_path: str | list[str | None] | None = None
+                 ) -> dict | list[dict] | Iterator[dict]:
+        """lora_path: the adapter every prompt runs under, or one name (None: the base) per prompt."""
         requests, single = self._requests(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
-                                          top_logprobs_num, stream)
+                                          top_logprobs_num, stream, lora_path)
         handles = [h for hs in self._submit_all(requests, None) for h in hs]
         if stream:
             return (chunk_to_dict(c, return_logprob) for c in handles[0])
@@ -68,12 +70,13 @@ class Engine:
 
     async def async_generate(self, prompt: Any = None, sampling_params: Any = None, input_ids: Any = None,
                              return_logprob: bool = False, logprob_start_len: int | None = None,
-                             top_logprobs_num: int = 0, stream: bool = False) -> dict | list[dict] | AsyncIterator[dict]:
+                             top_logprobs_num: int = 0, stream: bool = False,
+                             lora_path: str | list[str | None] | None = None) -> dict | list[dict] | AsyncIterator[dict]:
         """Like generate; with stream=True returns an async iterator of chunks. Needs background=True."""
         if not self._loop.threaded:
             raise RequestError(None, "invalid_value", "async_generate needs Engine(background=True)")
         requests, single = self._requests(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
-                                          top_logprobs_num, stream)
+                                          top_logprobs_num, stream, lora_path)
         handles = [h for hs in self._submit_all(requests, asyncio.get_running_loop()) for h in hs]
         if stream:
             return _adicts(handles[0], return_logprob)
@@ -87,6 +90,21 @@ class Engine:
 
     def get_stats(self) -> dict[str, Any]:
         return self.core.get_stats()
+
+    # --- LoRA adapters (SGLang's names) ----------------------------------------------------------------------
+    def load_lora_adapter(self, lora_name: str, lora_path: str) -> None:
+        """Loads an adapter (a PEFT folder or a llama.cpp GGUF LoRA file) under `lora_name` while requests run;
+        requests name it with lora_path=lora_name. Raises LoraError (a ValueError) naming what is wrong."""
+        self.core.load_lora_adapter(lora_name, lora_path)
+
+    def unload_lora_adapter(self, lora_name: str) -> None:
+        """Unloads an adapter. Raises LoraError for an unknown name, LoraInUseError (a LoraError) while queued
+        or running requests hold it: those are never cut off; unload again once they finish."""
+        self.core.unload_lora_adapter(lora_name)
+
+    def lora_adapters(self) -> list[str]:
+        """The names of the loaded adapters."""
+        return self.core.lora_names()
 
     def shutdown(self) -> None:
         """Stops the loop; requests still in flight finish with reason abort (code "shutdown")."""
@@ -106,12 +124,22 @@ class Engine:
         """Validates every request before queueing any (a bad one in a batch queues nothing)."""
         if self._closing:
             raise RuntimeError("the engine is shut down")
-        reqs = [self.core.make_reqs(r) for r in requests]
-        return [self._loop.submit(rs, aloop) for rs in reqs]
+        reqs: list[list] = []
+        handles: list[list[RequestHandle]] = []
+        try:
+            for r in requests:
+                reqs.append(self.core.make_reqs(r))
+            for rs in reqs:
+                handles.append(self._loop.submit(rs, aloop))
+            return handles
+        except BaseException:
+            for rs in reqs[len(handles):]:   # made but never queued: give back the adapters they hold
+                self.core.release_reqs(rs)
+            raise
 
     @staticmethod
     def _requests(prompt, sampling_params, input_ids, return_logprob, logprob_start_len, top_logprobs_num,
-                  stream) -> tuple[list[GenerateRequest], bool]:
+                  stream, lora_path=None) -> tuple[list[GenerateRequest], bool]:
         """generate()'s arguments -> one GenerateRequest per prompt, and whether a single prompt was given."""
         if (prompt is None) == (input_ids is None):
             raise RequestError("prompt", "invalid_value", "generate() takes exactly one of prompt= or input_ids=")
@@ -139,9 +167,16 @@ class Engine:
             params = [SamplingParams.from_dict(sampling_params)] * len(prompts)
         if stream and (len(prompts) != 1 or params[0].n != 1):
             raise RequestError("stream", "invalid_value", "stream=True takes a single prompt with n=1")
+        if isinstance(lora_path, (list, tuple)):
+            if len(lora_path) != len(prompts):
+                raise RequestError("lora_path", "invalid_value",
+                                   f"lora_path is a list of {len(lora_path)} but there are {len(prompts)} prompts")
+            loras = list(lora_path)
+        else:
+            loras = [lora_path] * len(prompts)
         return [GenerateRequest(params=p, return_logprob=return_logprob, logprob_start_len=logprob_start_len,
-                                top_logprobs_num=top_logprobs_num, stream=stream, **kw)
-                for kw, p in zip(prompts, params)], single
+                                top_logprobs_num=top_logprobs_num, stream=stream, lora_path=lp, **kw)
+                for kw, p, lp in zip(prompts, params, loras)], single
 
 
 async def _adicts(handle: RequestHandle, with_logprobs: bool) -> AsyncIterator[dict]:

@@ -2,6 +2,11 @@
 
 Every slot in 1..num_slots-1 is in exactly one place: the allocator's free list, the prefix cache, or
 req_to_token[kv.row, kv.shared_len:kv.len] of one running request (see request.py). `check_integrity` verifies this.
+
+The cache keys a request's tokens by the LoRA adapter it runs under (`cache_key`): K/V computed under one adapter
+(or the base) is never served to a request under another. An adapter's tokens are shifted into a range of their
+own, `token + uid * NAMESPACE_STRIDE` (uid > 0 is never reused in the process, so an adapter loaded again under the
+same name does not meet its predecessor's K/V); the base's keys are the token ids themselves.
 """
 from __future__ import annotations
 
@@ -10,6 +15,17 @@ import torch
 from ..kv_pool import ReqToTokenPool, SlotAllocator
 from .radix_cache import PrefixCache, RadixCache
 from .request import Req, ReqStatus
+
+NAMESPACE_STRIDE = 1 << 32   # above every vocabulary's ids
+
+
+def cache_key(req: Req, start: int, end: int) -> list[int]:
+    """req's tokens [start, end) as prefix-cache keys (see the top of this file)."""
+    tokens = req.tokens(start, end)
+    if not req.lora_uid:
+        return tokens
+    shift = req.lora_uid * NAMESPACE_STRIDE
+    return [t + shift for t in tokens]
 
 
 class KVManager:
@@ -30,7 +46,7 @@ class KVManager:
         """How many leading tokens the cache would serve `req` (no locking)."""
         if self.cache is None:
             return 0
-        return len(self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix())).slots)
+        return len(self.cache.match_prefix(cache_key(req, 0, req.max_cacheable_prefix())).slots)
 
     def admit(self, req: Req) -> bool:
         """Takes a table row for req, matches and locks the cached prefix. False if no row is free. (req is
@@ -41,7 +57,7 @@ class KVManager:
         req.kv.row = row
         req.kv.len = req.kv.shared_len = 0
         if self.cache is not None:
-            slots, node = self.cache.match_prefix(req.tokens(0, req.max_cacheable_prefix()))
+            slots, node = self.cache.match_prefix(cache_key(req, 0, req.max_cacheable_prefix()))
             self.cache.lock(node)
             req.kv.node = node
             req.kv.len = req.kv.shared_len = len(slots)
@@ -63,7 +79,7 @@ class KVManager:
         Slots another request inserted meanwhile win: req's duplicates are freed and its row repointed."""
         if self.cache is None or req.kv.len <= req.kv.shared_len:
             return
-        tokens = req.tokens(0, req.kv.len)
+        tokens = cache_key(req, 0, req.kv.len)
         row = self.req_to_token.table[req.kv.row]
         slots = row[:req.kv.len].to(torch.int64).cpu()  # slot ids live on the CPU
         already = self.cache.insert(tokens, slots)
@@ -91,7 +107,7 @@ class KVManager:
         if self.cache is None:
             self.allocator.free(slots)
         else:
-            already = self.cache.insert(req.tokens(0, req.kv.len), slots)
+            already = self.cache.insert(cache_key(req, 0, req.kv.len), slots)
             self.allocator.free(slots[req.kv.shared_len:already])
             self.cache.unlock(req.kv.node)
         self.req_to_token.free(req.kv.row)
@@ -128,7 +144,7 @@ class KVManager:
             assert req.status is ReqStatus.RUNNING, f"{req} is tracked as running"
             owned.append(table[req.kv.row, req.kv.shared_len:req.kv.len].to(torch.int64).cpu())
             if self.cache is not None:
-                cached = self.cache.match_prefix(req.tokens(0, req.kv.shared_len)).slots
+                cached = self.cache.match_prefix(cache_key(req, 0, req.kv.shared_len)).slots
                 assert len(cached) == req.kv.shared_len, f"{req}: cached prefix missing from the tree"
                 assert torch.equal(cached, table[req.kv.row, :req.kv.shared_len].to(torch.int64).cpu()), \
                     f"{req}: row does not point at the tree's slots"

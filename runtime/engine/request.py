@@ -76,8 +76,11 @@ class SentCursor:
 class Req:
     def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, *, return_logprob: bool = False,
                  logprob_start_len: int | None = None, top_logprobs_num: int = 0,
-                 generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None):
+                 generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None,
+                 lora_path: str | None = None, lora_uid: int = 0):
         self.rid = rid
+        self.lora_path = lora_path      # the LoRA adapter it runs under (None: the base model)
+        self.lora_uid = lora_uid        # that adapter's load number (0: the base): the prefix cache's namespace
         self.origin_input_ids = input_ids
         self.output_ids: list[int] = []
         self.forced_tokens = 0          # output tokens appended by jump-forward (not sampled)

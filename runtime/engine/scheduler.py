@@ -157,9 +157,13 @@ class Scheduler:
             reserve += self._decode_reserve(req)
             if n < req.num_pending:
                 budget = 0
+        adapters = self._adapters_running() | {r.lora_path for r in reqs if r.lora_path is not None}
         for req in self._ordered_waiting():
             if budget <= 0 or len(self.running) + len(reqs) >= self.config.max_running_requests:
                 break
+            if req.lora_path is not None and req.lora_path not in adapters:
+                if len(adapters) >= self.config.max_loras_per_batch:
+                    break   # its adapter waits for one of the batch's to finish (no one overtakes it meanwhile)
             if self._defer_for_sharing(req, reqs):
                 continue
             if not self.kv.admit(req):
@@ -172,6 +176,8 @@ class Scheduler:
                 self.kv.release(req)
                 break
             self.waiting.remove(req)
+            if req.lora_path is not None:
+                adapters.add(req.lora_path)
             if not req.admitted_once:
                 req.cache_hit_tokens, req.admitted_once = req.kv.shared_len, True
             budget -= n
@@ -188,6 +194,12 @@ class Scheduler:
             reqs.sort(key=lambda r: -self.kv.match_len(r))  # stable: FCFS among equal matches
         return reqs
 
+    def _adapters_running(self) -> set[str]:
+        """The LoRA adapters of the requests that hold K/V (running or mid-prompt): every step computes them all,
+        so admission keeps their number within max_loras_per_batch."""
+        held = self.running + ([self.chunked] if self.chunked is not None else [])
+        return {r.lora_path for r in held if r.lora_path is not None}
+
     def _defer_for_sharing(self, req: Req, admitted: list[Req]) -> bool:
         """True if req shares a long uncached prefix with a request prefilled this step: it waits one step and
         then reads that prefix from the cache instead of computing it again."""
@@ -196,6 +208,8 @@ class Scheduler:
         cached = self.kv.match_len(req)
         limit = req.max_cacheable_prefix()
         for other in admitted:
+            if other.lora_uid != req.lora_uid:
+                continue    # K/V under another adapter is not shared
             common = _common_prefix_len(req.tokens(0, limit), other.tokens(0, other.prompt_len))
             if common - cached >= self.config.in_batch_prefix_threshold:
                 return True

@@ -19,7 +19,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 
 from sglite.protocol import GenerateRequest, SamplingParams
 
-from .bodies import AbortBody, ChatCompletionRequest, CompletionRequest, GenerateBody
+from .bodies import AbortBody, ChatCompletionRequest, CompletionRequest, GenerateBody, LoadLoraBody, UnloadLoraBody
 from .engine_client import EngineClient
 from .api_errors import APIError
 from .limits import HEALTH_GENERATE_TIMEOUT_S
@@ -27,7 +27,7 @@ from .metrics import ServerMetrics
 from .middleware import GuardMiddleware
 from .model_info import ModelInfo
 from .native_api import NativeServing
-from .openai_api import OpenAIServing
+from .openai_api import OpenAIServing, lora_adapters
 
 DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 
@@ -60,16 +60,45 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
 
     @app.get("/v1/models")
     async def models() -> dict:
-        return {"object": "list", "data": [{"id": info.name, "object": "model", "created": created,
-                                             "owned_by": "sglite", "root": info.path or info.name,
-                                             "max_model_len": info.max_context}]}
+        """The base model, then each LoRA adapter (as vLLM lists them: `parent` is the base's id)."""
+        base = {"id": info.name, "object": "model", "created": created, "owned_by": "sglite",
+                "root": info.path or info.name, "parent": None, "max_model_len": info.max_context}
+        adapters = [{**base, "id": name, "root": name, "parent": info.name} for name in lora_adapters(engine)]
+        return {"object": "list", "data": [base, *adapters]}
 
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str) -> dict:
-        if model_id != info.name:
-            raise APIError(404, f"model {model_id!r} does not exist; this server serves {info.name!r}",
+        listed = (await models())["data"]
+        found = [m for m in listed if m["id"] == model_id]
+        if not found:
+            served = ", ".join(repr(m["id"]) for m in listed)
+            raise APIError(404, f"model {model_id!r} does not exist; this server serves {served}",
                            param="model", code="model_not_found")
-        return (await models())["data"][0]
+        return found[0]
+
+    @app.post("/load_lora_adapter")
+    async def load_lora_adapter(request: Request) -> Response:
+        """SGLang's route: loads an adapter while requests run (its files are read off the event loop)."""
+        body = await parse_body(request, LoadLoraBody)
+        _lora_api(engine)
+        try:
+            await asyncio.to_thread(engine.load_lora_adapter, body.lora_name, body.lora_path)
+        except ValueError as e:     # LoraError: a missing or malformed adapter, a name already loaded
+            raise APIError(400, str(e), param="lora_path", code="invalid_lora_adapter") from None
+        return JSONResponse({"success": True, "loaded_adapters": lora_adapters(engine)})
+
+    @app.post("/unload_lora_adapter")
+    async def unload_lora_adapter(request: Request) -> Response:
+        body = await parse_body(request, UnloadLoraBody)
+        _lora_api(engine)
+        try:
+            engine.unload_lora_adapter(body.lora_name)
+        except ValueError as e:     # LoraError: unknown; LoraInUseError: requests hold it
+            in_use = type(e).__name__ == "LoraInUseError"
+            raise APIError(409 if in_use else 404 if body.lora_name not in lora_adapters(engine) else 400, str(e),
+                           param="lora_name", code="lora_adapter_in_use" if in_use else "lora_adapter_not_found"
+                           ) from None
+        return JSONResponse({"success": True, "loaded_adapters": lora_adapters(engine)})
 
     @app.post("/generate")
     async def generate(request: Request) -> Response:
@@ -127,6 +156,11 @@ def create_app(engine: Any, model_info: ModelInfo | None = None, *, api_key: str
         return Response(body, media_type="text/plain; version=0.0.4; charset=utf-8")
 
     return app
+
+
+def _lora_api(engine: Any) -> None:
+    if not callable(getattr(engine, "load_lora_adapter", None)):
+        raise APIError(400, "this engine cannot load LoRA adapters", code="unsupported")
 
 
 async def parse_body(request: Request, model: type[BaseModel]) -> Any:

@@ -130,6 +130,20 @@ class GenerateBody(BaseModel):
     return_prompt_token_ids: bool = False
     stream: Optional[bool] = False
     rid: Optional[Union[str, list[str]]] = None
+    lora_path: Optional[Union[str, list[Optional[str]]]] = None   # an adapter's name (per prompt in a batch)
+
+
+class LoadLoraBody(_Body):
+    """SGLang's `/load_lora_adapter`: an adapter to load under a name."""
+
+    lora_name: str
+    lora_path: str
+
+
+class UnloadLoraBody(_Body):
+    """SGLang's `/unload_lora_adapter`."""
+
+    lora_name: str
 
 
 class AbortBody(_Body):

@@ -95,6 +95,7 @@ def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeR
     starts = _per_item(body.logprob_start_len, n, "logprob_start_len", batch)
     tops = _per_item(body.top_logprobs_num, n, "top_logprobs_num", batch)
     rids = _rids(body.rid, n, batch)
+    loras = _per_item(body.lora_path, n, "lora_path", batch)
     out: list[NativeRequest] = []
     for i, prompt in enumerate(prompts):
         p, server = sampling_params(params[i], vocab_size, info.max_context)
@@ -108,7 +109,8 @@ def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeR
         if rids[i] is not None:
             prompt_kw["rid"] = rids[i]
         request = GenerateRequest(params=p, stream=bool(body.stream), return_logprob=bool(lps[i]),
-                                  logprob_start_len=starts[i], top_logprobs_num=tops[i] or 0, **prompt_kw)
+                                  logprob_start_len=starts[i], top_logprobs_num=tops[i] or 0,
+                                  lora_path=loras[i], **prompt_kw)
         out.append(NativeRequest(request, server, body.return_text_in_logprobs,
                                  list(prompt) if body.return_prompt_token_ids else None))
     return out, batch

@@ -30,6 +30,12 @@ from .tools import ToolCallText, ToolPlan, render_tool_messages, tool_call_messa
 _PASSTHROUGH = tuple(sorted(FIELD_NAMES - set(OPENAI_PARAM_NAMES) - {"logit_bias"}))
 
 
+def lora_adapters(engine: Any) -> list[str]:
+    """The names of the engine's loaded LoRA adapters (none for an engine without them)."""
+    names = getattr(engine, "lora_adapters", None)
+    return list(names()) if callable(names) else []
+
+
 class OpenAIServing:
     def __init__(self, client: EngineClient, info: ModelInfo):
         self.client = client
@@ -38,7 +44,7 @@ class OpenAIServing:
 
     # --- chat -------------------------------------------------------------------------------------------------
     async def chat(self, req: ChatCompletionRequest, request: Request) -> Response:
-        self._check_model(req.model)
+        lora = self._check_model(req.model)
         if req.top_logprobs is not None and not req.logprobs:
             raise bad_request("'top_logprobs' needs 'logprobs': true", param="top_logprobs")
         plan = tool_plan(req)
@@ -61,7 +67,7 @@ class OpenAIServing:
                 params = params.replace(structural_tag=json.dumps(plan.structural_tag))
             lp = {"return_logprob": req.logprobs, "top_logprobs_num": req.top_logprobs or 0,
                   "logprob_start_len": len(prompt_ids) if req.logprobs else None}
-            gen = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, **lp)
+            gen = GenerateRequest(params=params, stream=req.stream, input_ids=prompt_ids, lora_path=lora, **lp)
             streams: list[Any] = await self.client.start([gen], request)
         except RequestError as e:
             raise from_request_error(e, names) from None
@@ -91,10 +97,16 @@ class OpenAIServing:
         return _json({"id": rid, "object": "chat.completion", "created": created, "model": self.info.name,
                       "choices": choices, "usage": usage(streams)})
 
-    def _check_model(self, model: str | None) -> None:
-        if model is not None and model != self.info.name:
-            raise APIError(404, f"the model {model!r} does not exist; this server serves {self.info.name!r}",
-                           param="model", code="model_not_found")
+    def _check_model(self, model: str | None) -> str | None:
+        """The LoRA adapter `model` names (None: the base model, by its name or no name). An unknown name: 404."""
+        if model is None or model == self.info.name:
+            return None
+        adapters = lora_adapters(self.client.engine)
+        if model in adapters:
+            return model
+        served = ", ".join(repr(m) for m in [self.info.name, *adapters])
+        raise APIError(404, f"the model {model!r} does not exist; this server serves {served}", param="model",
+                       code="model_not_found")
 
     def _render_chat(self, req: ChatCompletionRequest, plan: ToolPlan | None) -> str:
         messages = []
@@ -172,7 +184,7 @@ class OpenAIServing:
 
     # --- completions ------------------------------------------------------------------------------------------
     async def completions(self, req: CompletionRequest, request: Request) -> Response:
-        self._check_model(req.model)
+        lora = self._check_model(req.model)
         if req.max_tokens is not None and req.max_tokens < (0 if req.echo else 1):
             raise bad_request(f"'max_tokens' must be at least 1 (0 only with echo, to score the prompt), got "
                               f"{req.max_tokens}", param="max_tokens")
@@ -196,7 +208,7 @@ class OpenAIServing:
             for ids in all_ids:
                 self._check_ids(ids)
                 params = self._sampling_params(req, len(ids), req.max_tokens, "prompt", default_max_tokens=16)
-                requests.append(GenerateRequest(params=params, stream=req.stream, input_ids=ids,
+                requests.append(GenerateRequest(params=params, stream=req.stream, input_ids=ids, lora_path=lora,
                                                 return_logprob=want_lp, top_logprobs_num=req.logprobs or 0,
                                                 logprob_start_len=(0 if echo else len(ids)) if want_lp else None))
             streams = await self.client.start(requests, request)

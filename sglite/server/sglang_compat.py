@@ -35,7 +35,7 @@ UNSUPPORTED = {
                     "multimodal inputs need a multimodal model; sglite serves text-only models"),
     "input_embeds": "the engine takes token ids or text, not embeddings",
     "positional_embed_overrides": "the engine takes token ids or text, not embeddings",
-    **dict.fromkeys(("lora_path", "lora_id"), "sglite serves no LoRA adapters"),
+    "lora_id": "name the adapter with lora_path (sglite keys adapters by name)",
     "custom_logit_processor": "sglite runs no user code in the engine",
     "token_ids_logprob": "the engine reports top-k logprobs (top_logprobs_num), not those of chosen token ids",
     **dict.fromkeys(("return_hidden_states", "return_routed_experts", "routed_experts_start_len",

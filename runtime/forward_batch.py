@@ -29,6 +29,7 @@ class ForwardBatch:
     decode_logits_from: int = 0     # likewise for the rows of the returned logits
     num_prefill: int = 0            # requests [:num_prefill] are prefilling, the rest decoding (each of their rows
                                     # attends like a one-token decode: pending, jump-forward and draft tokens)
+    lora: Any = None                # LoraBatch: the rows that run under LoRA adapters (None: all run the base)
     attn_metadata: Any = field(default=None, repr=False)  # built once per batch by the attention backend
 
     @property

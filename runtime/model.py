@@ -178,10 +178,13 @@ class LlamaModel:
         T = h.shape[0]
         split = fb.decode_from                                         # prefill rows, then decode rows
         eps = c.rms_norm_eps
+        lora = fb.lora                                                 # LoraBatch or None
         for i, L in enumerate(self.layers):
             cos, sin = rope[L.rope]
             x = F.rms_norm(h, (c.hidden_size,), L.attn_norm, eps).to(act)
             qkv = L.qkv(x, split)                                        # [T, q + 2kv]
+            if lora is not None:
+                lora.apply(i, "qkv", x, qkv)
             if L.q_norm is None:                                         # Q and K heads rotate in one go
                 qk = qkv[:, :c.q_size + c.kv_size].view(T, c.num_heads + c.num_kv_heads, c.head_dim)
                 qk = self._rotary(qk, cos, sin).to(act)                  # rotary in float32
@@ -193,13 +196,22 @@ class LlamaModel:
                 q, k = self._rotary(q, cos, sin).to(act), self._rotary(k, cos, sin).to(act)
             v = qkv[:, c.q_size + c.kv_size:].view(T, c.num_kv_heads, c.head_dim)
             o = attn.forward(q, k, v, i, fb, self.scale, window=L.window, softcap=softcap)   # [T, Hq, D]
-            a = L.o(o.reshape(T, c.q_size), split)
+            o = o.reshape(T, c.q_size)
+            a = L.o(o, split)
+            if lora is not None:
+                lora.apply(i, "o", o, a)
             if L.post_attn_norm is not None:                             # Gemma 2/3
                 a = F.rms_norm(a.float(), (c.hidden_size,), L.post_attn_norm, eps)
             h += a                                                       # float32 residual (a widens exactly)
             x = F.rms_norm(h, (c.hidden_size,), L.ffn_norm, eps).to(act)
-            gate, up = L.gate_up(x, split).chunk(2, dim=-1)
-            m = L.down(self.act(gate) * up, split)
+            gu = L.gate_up(x, split)
+            if lora is not None:
+                lora.apply(i, "gate_up", x, gu)
+            gate, up = gu.chunk(2, dim=-1)
+            y = self.act(gate) * up
+            m = L.down(y, split)
+            if lora is not None:
+                lora.apply(i, "down", y, m)
             if L.post_ffn_norm is not None:                              # Gemma 2/3
                 m = F.rms_norm(m.float(), (c.hidden_size,), L.post_ffn_norm, eps)
             h += m
@@ -250,6 +262,7 @@ class LlamaModel:
         slots = fb.out_cache_loc.numpy()
         eps32 = np.float32(eps)
         silu = c.hidden_act == "silu"
+        lora = fb.lora                                                 # LoraBatch or None
         for i, L in enumerate(self.layers):
             n = self._norms_np[i]
             if i == 0:
@@ -261,6 +274,8 @@ class LlamaModel:
             k_bits, v_bits = attn.pool_bits(i)
             cos_np, sin_np = ropes[L.rope]
             L.qkv(x, split, out=qkv_y)
+            if lora is not None:
+                lora.apply(i, "qkv", x, qkv_y)
             if n.q is None:
                 ops.rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, q_np,
                                       k_bits, v_bits, slots)
@@ -269,11 +284,15 @@ class LlamaModel:
                                               n.k, eps32, q_np, k_bits, v_bits, slots)
             o_act.copy_(attn.attend(q, i, fb, self.scale, window=L.window))   # [T, Hq, D] float32, rounded to act
             L.o(o_rows, split, out=a_y)
+            if lora is not None:
+                lora.apply(i, "o", o_rows, a_y)
             if n.post_attn is not None:
                 ops.post_add_rms_norm_kernel(h_np, a_np, n.post_attn, n.ffn, eps32, x_np)
             else:
                 ops.add_rms_norm_kernel(h_np, a_np, n.ffn, eps32, x_np, True)
             L.gate_up(x, split, out=gu_y)                              # [T, 2F]: gate | up
+            if lora is not None:
+                lora.apply(i, "gate_up", x, gu_y)
             if not silu:                                               # GELU-tanh: torch's ops, every row
                 torch.mul(self.act(gu_y[:, :F_]), gu_y[:, F_:], out=y)
             else:
@@ -282,6 +301,8 @@ class LlamaModel:
                 if split > 0:
                     ops.silu_mul_ref(gu_y[:split], y[:split])
             L.down(y, split, out=m_y)
+            if lora is not None:
+                lora.apply(i, "down", y, m_y)
         last = self._norms_np[-1]
         if last.post_ffn is not None:
             ops.post_add_rms_norm_kernel(h_np, m_np, last.post_ffn, last.ffn, eps32, self._no_add)

@@ -103,29 +103,33 @@ class EngineCore:
         are never matched again (a later load gets a new namespace) and age out of the cache."""
         self.lora.unload(name)
 
-    def _acquire_lora(self, request: GenerateRequest) -> int:
-        """Holds request.lora_path for each of its samples (released as each finishes); its cache namespace."""
-        name = request.lora_path
-        if name not in self.lora:
-            loaded = self.lora_names()
-            raise RequestError("lora_path", "not_found",
-                               f"no LoRA adapter named {name!r} is loaded; loaded: {loaded or 'none'} "
-                               "(load it with --lora-paths NAME=PATH or load_lora_adapter)")
+    def _acquire_lora(self, request: GenerateRequest):
+        """request.lora_path's adapter, held once per sample (each released as its sample finishes), or None for
+        the base. Raises RequestError (404 over HTTP) for a name that is not loaded."""
+        if request.lora_path is None:
+            return None
         from ..lora import LoraError
+
+        held = []
         try:
             for _ in range(request.params.n):
-                self.lora.acquire(name)
-        except LoraError as e:      # unloaded meanwhile
-            raise RequestError("lora_path", "not_found", str(e)) from None
-        return self.lora.uid(name)
+                held.append(self.lora.acquire(request.lora_path))
+        except LoraError:
+            for a in held:
+                self.lora.release(a)
+            raise RequestError("lora_path", "not_found",
+                               f"no LoRA adapter named {request.lora_path!r} is loaded; loaded: "
+                               f"{self.lora_names() or 'none'} (load it with --lora-paths NAME=PATH or "
+                               "load_lora_adapter)") from None
+        return held[0]
 
     def release_reqs(self, reqs: list[Req]) -> None:
         """Gives back what make_reqs took for Reqs that will never be added (a later request of their batch
         failed validation)."""
         for r in reqs:
-            if r.lora_path is not None:
-                self.lora.release(r.lora_path)
-                r.lora_path = None
+            if r.lora is not None:
+                self.lora.release(r.lora)
+                r.lora = None
 
     # --- requests --------------------------------------------------------------------------------------------
     def make_reqs(self, request: GenerateRequest) -> list[Req]:
@@ -133,12 +137,12 @@ class EngineCore:
         request that cannot fit, an unknown LoRA adapter, or a grammar that does not compile. Thread-safe. Each
         Req holds its adapter (LoraManager.acquire) until it finishes or is given to `release_reqs`."""
         if request.lora_path is not None and request.lora_path not in self.lora:
-            self._acquire_lora(request)      # raises: unknown adapter, before any other work
+            self._acquire_lora(request)      # raises: an unknown adapter, before any other work
         ids = self._prompt_ids(request)
         p = self._fit(request.params, len(ids))
         p.check_vocab(self.vocab_size)
         grammar = self.grammar.compile(p, request.rid)   # Engine.abort(rid) cancels it
-        uid = self._acquire_lora(request) if request.lora_path is not None else 0
+        adapter = self._acquire_lora(request)     # last: nothing after it raises
         reqs = []
         for i, rid in enumerate(request.sample_ids()):
             # unseeded: distinct per sample, reproducible per engine seed and submission order (int hashes
@@ -150,7 +154,7 @@ class EngineCore:
                             matcher=grammar.matcher() if grammar is not None else None,
                             stop_checker=StopChecker(self.tokenizer, p.stop, p.skip_special_tokens, p.no_stop_trim,
                                                      p.stop_regex),
-                            lora_path=request.lora_path, lora_uid=uid))
+                            lora=adapter))
         return reqs
 
     def _generator(self, seed: int) -> torch.Generator:
@@ -234,8 +238,8 @@ class EngineCore:
                 continue
             if r.finished:
                 del self.active[r.rid]
-                if r.lora_path is not None:
-                    self.lora.release(r.lora_path)
+                if r.lora is not None:
+                    self.lora.release(r.lora)
                 self.stats["cached_tokens"] += r.cache_hit_tokens
                 self.stats["prompt_tokens"] += r.prompt_len
                 self.stats["requests_finished"] += 1

@@ -13,6 +13,7 @@ import torch
 from ..attention import create_attention_backend
 from ..forward_batch import ForwardBatch
 from ..kv_pool import KVPool
+from ..lora import LoraBatch
 from .. import batch_invariance
 from .request import ScheduledBatch
 
@@ -28,8 +29,9 @@ class ForwardOutput:
 
 class ModelRunner:
     def __init__(self, model, num_slots: int, attention_backend: str | None, device: str,
-                 batch_invariant: bool | None = None):
+                 batch_invariant: bool | None = None, lora=None):
         self.model = model
+        self.lora = lora          # LoraManager (or None): requests' adapters reach the pass through their Reqs
         self.net = model.net
         c = model.config
         self.device = torch.device(device)
@@ -74,6 +76,8 @@ class ModelRunner:
             offset += n
         fb = ForwardBatch.build(token_lists, prefix_lens, rows, batch.out_cache_loc, req_to_token,
                                 logits_indices=torch.tensor(indices, dtype=torch.int64), num_prefill=batch.num_prefill)
+        if any(r.lora is not None for r in batch.reqs):
+            fb.lora = LoraBatch.build([r.lora for r in batch.reqs], batch.extend_lens)
         logits = self.net.forward(fb, self.attn)
         self.forward_passes += 1
         return ForwardOutput(logits, sample_rows, prompt_rows, prompt_first)

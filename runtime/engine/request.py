@@ -77,10 +77,9 @@ class Req:
     def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, *, return_logprob: bool = False,
                  logprob_start_len: int | None = None, top_logprobs_num: int = 0,
                  generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None,
-                 lora_path: str | None = None, lora_uid: int = 0):
+                 lora: Any = None):
         self.rid = rid
-        self.lora_path = lora_path      # the LoRA adapter it runs under (None: the base model)
-        self.lora_uid = lora_uid        # that adapter's load number (0: the base): the prefix cache's namespace
+        self.lora = lora                # the LoraAdapter it runs under, held until it finishes (None: the base)
         self.origin_input_ids = input_ids
         self.output_ids: list[int] = []
         self.forced_tokens = 0          # output tokens appended by jump-forward (not sampled)
@@ -126,6 +125,16 @@ class Req:
         if self.finish_reason is not None:
             return ReqStatus.FINISHED
         return ReqStatus.RUNNING if self.kv.row is not None else ReqStatus.WAITING
+
+    @property
+    def lora_path(self) -> str | None:
+        """The name of the adapter it runs under (None: the base)."""
+        return None if self.lora is None else self.lora.name
+
+    @property
+    def lora_uid(self) -> int:
+        """Its adapter's load number (0: the base): the prefix cache's namespace."""
+        return 0 if self.lora is None else self.lora.uid
 
     # --- derived lengths ------------------------------------------------------------------------------------
     @property

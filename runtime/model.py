@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -321,8 +321,9 @@ class Model:
         self.tokenizer = tokenizer
         self.attention_backend = attention_backend
 
-    def logits(self, token_ids: list[int]) -> torch.Tensor:
-        """[len(token_ids), vocab] float32 logits of a fresh forward pass over token_ids."""
+    def logits(self, token_ids: list[int], lora: Any = None) -> torch.Tensor:
+        """[len(token_ids), vocab] float32 logits of a fresh forward pass over token_ids (under the LoraAdapter
+        `lora`, when given: see sglite.runtime.lora.load_lora_adapter)."""
         from .attention import create_attention_backend
         from .kv_pool import KVPool
 
@@ -340,6 +341,9 @@ class Model:
         table = torch.zeros((1, len(ids)), dtype=torch.int32, device=self.net.device)
         fb = ForwardBatch.build([ids], [0], [0], torch.arange(1, len(ids) + 1), table,
                                 logits_indices=torch.arange(len(ids)))
+        if lora is not None:
+            from .lora import LoraBatch
+            fb.lora = LoraBatch.build([lora], [len(ids)])
         return self.net.forward(fb, attn)
 
 

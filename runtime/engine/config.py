@@ -122,7 +122,7 @@ class EngineConfig:
 def parse_lora_paths(value: Any) -> tuple[tuple[str, str], ...]:
     """EngineConfig.lora_paths as (name, path) pairs: from None, a {name: path} dict, or a list of "name=path"
     strings (SGLang's `--lora-paths`; a bare path is named after its last component). Raises ValueError naming
-    the entry when a name is empty, repeated, or the entry is neither form."""
+    the entry when a name is empty, repeated, the entry is neither form, or its path holds no adapter."""
     if value is None or value == ():
         return ()
     if isinstance(value, dict):
@@ -153,4 +153,8 @@ def parse_lora_paths(value: Any) -> tuple[tuple[str, str], ...]:
             raise ValueError(f"EngineConfig.lora_paths names adapter {name!r} twice")
         seen.add(name)
         out.append((name, str(path)))
+    if out:
+        from ..lora import lora_format
+        for name, path in out:          # a missing or unknown adapter fails here, before any model loads
+            lora_format(path)
     return tuple(out)

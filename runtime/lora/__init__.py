@@ -7,7 +7,7 @@
 """
 from .adapter import PROJECTIONS, LoraAdapter, LoraError, LoraInUseError, ModuleFactors, fuse
 from .batch import LoraBatch
-from .manager import LoraManager, load_lora_adapter
+from .manager import LoraManager, load_lora_adapter, lora_format
 
 __all__ = ["PROJECTIONS", "LoraAdapter", "LoraBatch", "LoraError", "LoraInUseError", "LoraManager",
-           "ModuleFactors", "fuse", "load_lora_adapter"]
+           "ModuleFactors", "fuse", "load_lora_adapter", "lora_format"]

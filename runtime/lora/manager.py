@@ -16,22 +16,28 @@ from .gguf_format import is_gguf_file, read_gguf_lora
 from .peft_format import is_peft_folder, read_peft
 
 
-def load_lora_adapter(path: str | os.PathLike, config: ModelConfig, name: str = "", uid: int = 0) -> LoraAdapter:
-    """A PEFT folder or a llama.cpp GGUF LoRA file as an adapter for a base of `config`. Raises LoraError naming
-    what is wrong (missing path, unknown format, unsupported option, shapes that do not fit the base)."""
+def lora_format(path: str | os.PathLike) -> str:
+    """'peft' or 'gguf': what kind of adapter `path` holds, judged by its files alone (nothing is read past a
+    GGUF magic), so a bad path fails before any model loads. Raises LoraError naming the path and the problem."""
     p = Path(path)
     if not p.exists():
         raise LoraError(f"LoRA adapter path {str(p)!r} does not exist")
     if is_peft_folder(p):
-        factors = read_peft(p)
-    elif is_gguf_file(p):
-        factors = read_gguf_lora(p, config)
-    elif p.is_dir():
+        return "peft"
+    if is_gguf_file(p):
+        return "gguf"
+    if p.is_dir():
         raise LoraError(f"LoRA adapter folder {str(p)!r} has no adapter_config.json (a PEFT adapter folder has it "
                         "beside adapter_model.safetensors)")
-    else:
-        raise LoraError(f"LoRA adapter file {str(p)!r} is not a GGUF file (convert a PEFT adapter with llama.cpp's "
-                        "convert_lora_to_gguf.py, or pass the PEFT folder)")
+    raise LoraError(f"LoRA adapter file {str(p)!r} is not a GGUF file (convert a PEFT adapter with llama.cpp's "
+                    "convert_lora_to_gguf.py, or pass the PEFT folder)")
+
+
+def load_lora_adapter(path: str | os.PathLike, config: ModelConfig, name: str = "", uid: int = 0) -> LoraAdapter:
+    """A PEFT folder or a llama.cpp GGUF LoRA file as an adapter for a base of `config`. Raises LoraError naming
+    what is wrong (missing path, unknown format, unsupported option, shapes that do not fit the base)."""
+    p = Path(path)
+    factors = read_peft(p) if lora_format(p) == "peft" else read_gguf_lora(p, config)
     return fuse(config, factors, str(p), name, uid)
 
 

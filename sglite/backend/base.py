@@ -79,11 +79,12 @@ class Backend(ABC):
 
     @abstractmethod
     def select(self, prompt: Prompt, choices: list[str], temperature: float,
-               method: ChoicesSamplingMethod) -> ChoicesDecision:
-        """Pick one of `choices` as the continuation of `prompt`."""
+               method: ChoicesSamplingMethod, lora_path: str | None = None) -> ChoicesDecision:
+        """Pick one of `choices` as the continuation of `prompt` (scored under the LoRA adapter `lora_path`)."""
 
-    def commit_prefix(self, prompt: Prompt) -> None:
-        """Put `prompt` into the prefix cache before several requests extend it (fork, run_batch).
+    def commit_prefix(self, prompt: Prompt, lora_path: str | None = None) -> None:
+        """Put `prompt` into the prefix cache (of the LoRA adapter `lora_path`: the cache keys on it) before
+        several requests extend it (fork, run_batch).
         Backends without a prefix cache do nothing."""
 
     def chat_template(self) -> ChatTemplate:

@@ -65,11 +65,11 @@ class EngineBackend(Backend):
             yield Completion(chunk.text, last)
         self.usage.add(last)
 
-    def commit_prefix(self, prompt: Prompt) -> None:
-        self._run([GenerateRequest(params=_PREFILL_ONLY, text=prompt.text)])
+    def commit_prefix(self, prompt: Prompt, lora_path: str | None = None) -> None:
+        self._run([GenerateRequest(params=_PREFILL_ONLY, text=prompt.text, lora_path=lora_path)])
 
     def select(self, prompt: Prompt, choices: list[str], temperature: float,
-               method: ChoicesSamplingMethod) -> ChoicesDecision:
+               method: ChoicesSamplingMethod, lora_path: str | None = None) -> ChoicesDecision:
         """Score every choice in one batched prefill over the cached prefix.
 
         BPE may merge the prompt's last token with a choice's first characters, so each choice's own tokens
@@ -80,9 +80,9 @@ class EngineBackend(Backend):
         starts = [min(_common_len(prefix_ids, f), len(f) - 1) for f in full]
         start = min(starts)
         if prefix_ids:
-            self.commit_prefix(prompt)
+            self.commit_prefix(prompt, lora_path)
         outs = self._run([GenerateRequest(params=_PREFILL_ONLY, input_ids=f, return_logprob=True,
-                                          logprob_start_len=start) for f in full])
+                                          logprob_start_len=start, lora_path=lora_path) for f in full])
         own = [out.meta_info["input_token_logprobs"][s - start:] for out, s in zip(outs, starts)]
         normalized = []
         for toks in own:
@@ -92,7 +92,7 @@ class EngineBackend(Backend):
         if method.requires_unconditional_logprobs:
             tails = [f[s:] for f, s in zip(full, starts)]
             uouts = self._run([GenerateRequest(params=_PREFILL_ONLY, input_ids=t, return_logprob=True,
-                                               logprob_start_len=0) for t in tails])
+                                               logprob_start_len=0, lora_path=lora_path) for t in tails])
             unconditional = [u.meta_info["input_token_logprobs"] for u in uouts]
         return method(choices=choices, normalized_prompt_logprobs=normalized, input_token_logprobs=own,
                       output_token_logprobs=[[] for _ in choices], unconditional_token_logprobs=unconditional)

@@ -104,7 +104,8 @@ class OpenAI(Backend):
         return {field: value}
 
     def _request(self, prompt: Prompt, params: GenParams) -> tuple[str, dict[str, Any]]:
-        body = {"model": self.model, **self._params(params)}
+        # an adapter the server loaded is a model of its own there (vLLM, SGLang and sglite list it in /v1/models)
+        body = {"model": params.lora_path or self.model, **self._params(params)}
         if self.is_chat_model:
             msgs = list(prompt.messages)
             if not msgs or msgs[-1]["role"] != "assistant" or msgs[-1]["content"]:
@@ -160,7 +161,7 @@ class OpenAI(Backend):
         yield Completion("", meta)
 
     def select(self, prompt: Prompt, choices: list[str], temperature: float,
-               method: ChoicesSamplingMethod) -> ChoicesDecision:
+               method: ChoicesSamplingMethod, lora_path: str | None = None) -> ChoicesDecision:
         if self.is_chat_model:
             raise NotImplementedError(
                 "select needs prompt log-probabilities, which chat completion APIs do not return; use "
@@ -168,7 +169,7 @@ class OpenAI(Backend):
                 "sglite), or a Runtime / RuntimeEndpoint backend")
         if method.requires_unconditional_logprobs:
             raise NotImplementedError("unconditional_likelihood_normalized is not supported by the OpenAI backend")
-        out = self._post("completions", {"model": self.model, "prompt": [prompt.text + c for c in choices],
+        out = self._post("completions", {"model": lora_path or self.model, "prompt": [prompt.text + c for c in choices],
                                          "max_tokens": 0, "echo": True, "logprobs": 1, "temperature": 0})
         self.usage.add(self._meta(out, "length"))
         by_index = sorted(out["choices"], key=lambda c: c.get("index", 0))

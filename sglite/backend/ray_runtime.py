@@ -149,15 +149,16 @@ class RayRuntime(Backend):
         self._sum_usage()
         return out
 
-    def select(self, prompt: Prompt, choices: list[str], temperature: float, method: Any) -> Any:
+    def select(self, prompt: Prompt, choices: list[str], temperature: float, method: Any,
+               lora_path: str | None = None) -> Any:
         import ray
-        return ray.get(self._replica().select.remote(prompt, choices, temperature, method))
+        return ray.get(self._replica().select.remote(prompt, choices, temperature, method, lora_path=lora_path))
 
-    def commit_prefix(self, prompt: Prompt) -> None:
+    def commit_prefix(self, prompt: Prompt, lora_path: str | None = None) -> None:
         """Prefill `prompt` on every live replica."""
         import ray
         self.start()
-        ray.get([slot.actor.commit_prefix.remote(prompt) for slot in self.pool.live()])
+        ray.get([slot.actor.commit_prefix.remote(prompt, lora_path) for slot in self.pool.live()])
 
     def flush_cache(self) -> bool:
         """Empty every live replica's prefix cache; True if all did."""

@@ -58,6 +58,9 @@ class RuntimeEndpoint(EngineBackend):
             body["logprob_start_len"] = first.logprob_start_len
         if first.top_logprobs_num:
             body["top_logprobs_num"] = first.top_logprobs_num
+        loras = [r.lora_path for r in requests]
+        if any(loras):
+            body["lora_path"] = loras if len(requests) > 1 else loras[0]
         return body
 
     @staticmethod

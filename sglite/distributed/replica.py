@@ -44,11 +44,12 @@ class Replica:
     def generate(self, prompt: Any, params: Any) -> Any:
         return self.runtime.generate(prompt, params)
 
-    def select(self, prompt: Any, choices: list[str], temperature: float, method: Any) -> Any:
-        return self.runtime.select(prompt, choices, temperature, method)
+    def select(self, prompt: Any, choices: list[str], temperature: float, method: Any,
+               lora_path: str | None = None) -> Any:
+        return self.runtime.select(prompt, choices, temperature, method, lora_path=lora_path)
 
-    def commit_prefix(self, prompt: Any) -> None:
-        self.runtime.commit_prefix(prompt)
+    def commit_prefix(self, prompt: Any, lora_path: str | None = None) -> None:
+        self.runtime.commit_prefix(prompt, lora_path)
 
     def flush_cache(self) -> bool:
         return self.runtime.flush_cache()
@@ -104,7 +105,7 @@ class Replica:
         from ..backend.base import Prompt
 
         if prefix:
-            self.runtime.commit_prefix(Prompt(prefix))
+            self.runtime.commit_prefix(Prompt(prefix), sampling.get("lora_path", getattr(function, "lora_path", None)))
         workers = min(len(shard), max(64, 4 * (os.cpu_count() or 1)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sglite-replica") as pool:
             futures = {pool.submit(_run_program, function, self.runtime, kwargs, sampling): key

@@ -9,13 +9,14 @@ from .ir import ExprLike, ExprList, Gen, RoleBegin, RoleEnd, Select, to_expr
 from .sampling import GenOptions
 
 
-def function(func: Callable | None = None, *, num_api_spec_tokens: int | None = None):
+def function(func: Callable | None = None, *, num_api_spec_tokens: int | None = None, lora_path: str | None = None):
     """`@sgl.function` or `@sgl.function(...)`: make a program from a function whose first parameter is `s`.
     `num_api_spec_tokens=N` turns on API speculative execution (one call of N tokens serves several gens;
-    see sglite/lang/api_speculation.py)."""
+    see sglite/lang/api_speculation.py). `lora_path=NAME`: the LoRA adapter the program's gens and selects
+    run under unless they (or run(lora_path=...)) name another."""
     if func is not None:
-        return SglFunction(func, num_api_spec_tokens=num_api_spec_tokens)
-    return lambda f: SglFunction(f, num_api_spec_tokens=num_api_spec_tokens)
+        return SglFunction(func, num_api_spec_tokens=num_api_spec_tokens, lora_path=lora_path)
+    return lambda f: SglFunction(f, num_api_spec_tokens=num_api_spec_tokens, lora_path=lora_path)
 
 
 def gen(name: str | None = None, max_tokens: int | None = None, *, dtype: Any = None,
@@ -23,13 +24,14 @@ def gen(name: str | None = None, max_tokens: int | None = None, *, dtype: Any = 
         **options: Any) -> Gen | Select:
     """Generate into variable `name`. Options are SGLang's (stop, temperature, top_p, top_k, min_p,
     frequency_penalty, presence_penalty, regex, json_schema (dict, JSON string or pydantic class), grammar (Lark),
-    ebnf (GBNF, or Lark), structural_tag, return_logprob, ...; see sglite.protocol.SamplingParams).
+    ebnf (GBNF, or Lark), structural_tag, return_logprob, ...; see sglite.protocol.SamplingParams);
+    `lora_path=NAME` runs this gen under a loaded LoRA adapter (default: the run's, else the base model).
     `dtype=int|float|bool|str` constrains the output;
     `choices=` makes this a select. An unknown option raises TypeError; a bad value raises RequestError when
     the gen is appended to a running program (merged with the run's options)."""
     if choices is not None:
         return select(name, choices, temperature=options.get("temperature") or 0.0,
-                      choices_method=choices_method or token_length_normalized)
+                      choices_method=choices_method or token_length_normalized, lora_path=options.get("lora_path"))
     return Gen(name, GenOptions.from_kwargs(max_tokens=max_tokens, dtype=dtype, **options))
 
 
@@ -42,14 +44,17 @@ def gen_string(name: str | None = None, max_tokens: int | None = None, **options
 
 
 def select(name: str | None = None, choices: Sequence[str] | None = None, temperature: float = 0.0,
-           choices_method: ChoicesSamplingMethod = token_length_normalized) -> Select:
-    """Pick one of `choices` by the model's log-probabilities of each as the continuation."""
+           choices_method: ChoicesSamplingMethod = token_length_normalized, lora_path: str | None = None) -> Select:
+    """Pick one of `choices` by the model's log-probabilities of each as the continuation (under the LoRA
+    adapter `lora_path`, default the run's)."""
     if not choices or not all(isinstance(c, str) and c for c in choices):
         raise ValueError(f"select needs a non-empty list of non-empty strings, got {choices!r}")
     if not isinstance(choices_method, ChoicesSamplingMethod):
         raise TypeError("choices_method must be sgl.token_length_normalized, sgl.greedy_token_selection or "
                         "sgl.unconditional_likelihood_normalized")
-    return Select(name, tuple(choices), temperature, choices_method)
+    if lora_path is not None and (not isinstance(lora_path, str) or not lora_path):
+        raise ValueError(f"lora_path must be an adapter name (a non-empty str) or None, got {lora_path!r}")
+    return Select(name, tuple(choices), temperature, choices_method, lora_path)
 
 
 def _role(role: str, expr: ExprLike | None) -> ExprList:

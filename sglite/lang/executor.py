@@ -144,7 +144,7 @@ class StreamExecutor:
         self.sync()
         if self.error is None and self.text:
             try:
-                self.backend.commit_prefix(self.prompt())
+                self.backend.commit_prefix(self.prompt(), self.defaults.lora_path)
             except Exception as e:   # noqa: BLE001 - reported through s.error()
                 self.fail(e)
         return [self._copy() for _ in range(n)]
@@ -301,7 +301,8 @@ class StreamExecutor:
         return "".join(parts), meta
 
     def _exec_select(self, node: Select) -> None:
-        decision = self.backend.select(self.prompt(), list(node.choices), node.temperature, node.method)
+        decision = self.backend.select(self.prompt(), list(node.choices), node.temperature, node.method,
+                                       lora_path=node.lora_path or self.defaults.lora_path)
         self._fill(decision.decision, node.name)
         self._produce(node.name, decision.decision, decision.meta_info)
 

@@ -29,8 +29,11 @@ class SglFunction:
     """A structured-generation program: a Python function whose first parameter is the state `s`."""
 
     def __init__(self, func: Callable, bind_arguments: dict[str, Any] | None = None,
-                 num_api_spec_tokens: int | None = None):
+                 num_api_spec_tokens: int | None = None, lora_path: str | None = None):
         self.func = func
+        if lora_path is not None and (not isinstance(lora_path, str) or not lora_path):
+            raise ValueError(f"lora_path must be an adapter name (a non-empty str) or None, got {lora_path!r}")
+        self.lora_path = lora_path      # the program's LoRA adapter: every run's default (run(lora_path=) overrides)
         self.bind_arguments = dict(bind_arguments or {})
         if num_api_spec_tokens is not None and (not isinstance(num_api_spec_tokens, int) or num_api_spec_tokens < 1):
             raise ValueError(f"num_api_spec_tokens must be a positive int or None, got {num_api_spec_tokens!r}")
@@ -53,7 +56,7 @@ class SglFunction:
         unknown = [k for k in kwargs if k not in self.arg_names and not self._takes_var_kwargs]
         if unknown:
             raise TypeError(f"{self.__name__}() has no parameters {unknown}")
-        return SglFunction(self.func, {**self.bind_arguments, **kwargs}, self.num_api_spec_tokens)
+        return SglFunction(self.func, {**self.bind_arguments, **kwargs}, self.num_api_spec_tokens, self.lora_path)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Inside another program, `f(s, ...)` appends f's program to `s`; otherwise the same as run()."""
@@ -68,7 +71,12 @@ class SglFunction:
         program, options = {}, {}
         for k, v in kwargs.items():
             (options if k in OPTION_NAMES and k not in self.arg_names else program)[k] = v
-        return {**self.bind_arguments, **program}, _run_defaults(options)
+        return {**self.bind_arguments, **program}, self._defaults(options)
+
+    def _defaults(self, options: dict[str, Any]) -> GenParams:
+        if self.lora_path is not None:
+            options = {"lora_path": self.lora_path, **options}
+        return _run_defaults(options)
 
     def run(self, *args: Any, stream: bool = False, backend: "Backend | None" = None, use_thread: bool = True,
             **kwargs: Any) -> ProgramState:
@@ -113,7 +121,7 @@ class SglFunction:
             raise TypeError("run_batch takes a list of dicts of program arguments")
         if not batch_kwargs:
             return []
-        defaults = _run_defaults(sampling)   # an unknown keyword: TypeError
+        defaults = self._defaults(sampling)   # an unknown keyword: TypeError
         backend = backend or get_default_backend()
         calls = [{**self.bind_arguments, **kw} for kw in batch_kwargs]
         prefix = ""
@@ -125,7 +133,7 @@ class SglFunction:
                                  progress_bar=progress_bar)
         if prefix:
             from ..backend.base import Prompt
-            backend.commit_prefix(Prompt(prefix))
+            backend.commit_prefix(Prompt(prefix), defaults.lora_path)
         if num_threads == "auto":
             num_threads = min(len(calls), max(64, 4 * (os.cpu_count() or 1)))
         states = [ProgramState(StreamExecutor(backend, defaults, num_api_spec_tokens=self.num_api_spec_tokens))

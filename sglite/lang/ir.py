@@ -59,6 +59,7 @@ class Select(Expr):
     choices: tuple[str, ...]
     temperature: float
     method: "ChoicesSamplingMethod"
+    lora_path: str | None = None     # the LoRA adapter that scores the choices; None: the run's
     op = "select"
 
     def __repr__(self) -> str:

@@ -47,7 +47,7 @@ DTYPES.update({k.__name__: v for k, v in list(DTYPES.items())})
 DTYPES["string"] = DTYPES[str]
 
 # request-level options a gen or run() may set beside the sampling params
-REQUEST_OPTIONS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs")
+REQUEST_OPTIONS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs", "lora_path")
 OPTION_NAMES = FIELD_NAMES | frozenset(ALIASES) | frozenset(REQUEST_OPTIONS)
 
 
@@ -61,11 +61,13 @@ class GenParams:
     logprob_start_len: int | None = None
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False   # accepted for SGLang programs; logprob entries always carry text
+    lora_path: str | None = None            # the LoRA adapter (a name the backend loaded); None: the base model
 
     def request(self, text: str) -> GenerateRequest:
         """The engine request that continues `text` under these params."""
         return GenerateRequest(params=self.sampling, text=text, return_logprob=self.return_logprob,
-                               logprob_start_len=self.logprob_start_len, top_logprobs_num=self.top_logprobs_num)
+                               logprob_start_len=self.logprob_start_len, top_logprobs_num=self.top_logprobs_num,
+                               lora_path=self.lora_path)
 
 
 @dataclass(frozen=True)
@@ -120,6 +122,10 @@ class GenOptions:
         extra = tuple(s for s in self.dtype_stop if s not in sampling.stop)
         if extra:
             sampling = sampling.replace(stop=sampling.stop + extra)
+        lora = self.logprobs.get("lora_path")
+        if lora is not None and (not isinstance(lora, str) or not lora):
+            raise RequestError("lora_path", "invalid_type",
+                               f"lora_path must be an adapter name (a non-empty str) or None, got {lora!r}")
         return dataclasses.replace(base, sampling=sampling, **self.logprobs)
 
     def describe(self) -> str:

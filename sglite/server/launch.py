@@ -43,6 +43,8 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
      "bytes the compiled grammars may keep cached, mask caches included (default 536870912)"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
+    ("--max-loras-per-batch", "max_loras_per_batch", int,
+     "distinct LoRA adapters one forward pass may hold (default 8); requests past it wait"),
 )
 # switches: (flag, EngineConfig field, value the flag sets, help)
 ENGINE_FLAGS: tuple[tuple[str, str, bool, str], ...] = (
@@ -71,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     group = p.add_argument_group("engine options")
     for flag, field, typ, doc in ENGINE_OPTIONS:
         group.add_argument(flag, dest=field, type=typ, default=None, help=doc)
+    group.add_argument("--lora-paths", dest="lora_paths", nargs="+", default=None, metavar="NAME=PATH",
+                       help="LoRA adapters to load (PEFT folders or llama.cpp GGUF LoRA files); a request names one "
+                       "with lora_path=NAME, or model=NAME on the OpenAI routes")
     for flag, _, _, doc in ENGINE_FLAGS:
         group.add_argument(flag, action="store_true", help=doc)
     return p
@@ -78,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def engine_options(args: argparse.Namespace) -> dict[str, Any]:
     opts = {field: getattr(args, field) for _, field, _, _ in ENGINE_OPTIONS if getattr(args, field) is not None}
+    if args.lora_paths:
+        opts["lora_paths"] = list(args.lora_paths)
     for flag, field, value, _ in ENGINE_FLAGS:
         if getattr(args, flag.lstrip("-").replace("-", "_")):
             opts[field] = value

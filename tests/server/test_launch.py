@@ -22,6 +22,17 @@ def test_engine_options_pass_through():
     assert engine_options(build_parser().parse_args(["--disable-batch-invariance"])) == {"batch_invariant": False}
 
 
+def test_lora_options(tmp_path):
+    args = build_parser().parse_args(["--lora-paths", "risk=/a/risk", "service=/b", "--max-loras-per-batch", "4"])
+    assert engine_options(args) == {"lora_paths": ["risk=/a/risk", "service=/b"], "max_loras_per_batch": 4}
+
+
+def test_missing_lora_adapter_fails_before_loading(capsys, tmp_path):
+    assert main(["--model", str(tmp_path / "never-loaded.gguf"), "--lora-paths", f"risk={tmp_path / 'gone'}"]) == 2
+    err = capsys.readouterr().err
+    assert "gone" in err and "does not exist" in err
+
+
 def test_bad_engine_option_fails_before_loading(capsys):
     assert main(["--tiny", "--schedule-policy", "random"]) == 2
     assert "schedule_policy" in capsys.readouterr().err

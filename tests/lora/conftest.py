@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from ..hf_checkpoints import PROMPT, VARIANTS, load_reference, write_checkpoint
+from ..runtime.hf_checkpoints import PROMPT, VARIANTS, load_reference, write_checkpoint
 from .adapters import make_peft_adapter
 
 

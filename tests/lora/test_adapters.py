@@ -90,7 +90,7 @@ def test_unknown_target_module_is_refused(hf_base, ours, tmp_path):
 
 
 def test_adapter_of_another_base_is_refused(tokenizer, ours, tmp_path):
-    from ..hf_checkpoints import VARIANTS, load_reference, write_checkpoint
+    from ..runtime.hf_checkpoints import VARIANTS, load_reference, write_checkpoint
 
     variant = next(v for v in VARIANTS if v.name == "qwen3-qknorm")     # head_dim 32: q_proj maps 64 -> 128
     other = load_reference(write_checkpoint(tmp_path / "qwen3", variant, tokenizer))

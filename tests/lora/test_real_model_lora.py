@@ -55,7 +55,17 @@ def decode_rows_logits(model, ids: list[int], adapter) -> torch.Tensor:
     return model.net.forward(fb, create_attention_backend("torch", pool, "cpu"))
 
 
-def test_teacher_forced_agreement_with_transformers_peft(real_model, hf_smollm, adapter_folder):
+@pytest.fixture(scope="module", params=["auto", "bf16"])
+def model(request, real_model):
+    """The plan this machine picks (the real_model fixture), and bf16, which other machines pick."""
+    if request.param == "auto":
+        return real_model
+    from sglite.runtime.model import load_model
+    return load_model(weights=request.param)
+
+
+def test_teacher_forced_agreement_with_transformers_peft(model, hf_smollm, adapter_folder):
+    real_model = model
     adapter = load_lora_adapter(adapter_folder, real_model.config, "a")
     ref_model = peft_model(hf_smollm, adapter_folder)
     agree = {"prefill": 0, "decode": 0}

@@ -23,8 +23,8 @@ _tiles: dict[tuple[int, int], int] = {}    # (in, out) -> rows per call
 
 
 def tile_rows(n_in: int, n_out: int) -> int:
-    """TILE_ROWS if float32 F.linear computes a row alike at every position of a TILE_ROWS-row call and
-    whatever rows share it (measured once per shape in the process), else 1."""
+    """TILE_ROWS if float32 F.linear computes a row alike at every position of a TILE_ROWS-row call, whatever
+    rows share it (measured once per shape in the process), else 1 (a call per row: alike by construction)."""
     key = (n_in, n_out)
     if key not in _tiles:
         g = torch.Generator().manual_seed(2)
@@ -32,20 +32,30 @@ def tile_rows(n_in: int, n_out: int) -> int:
         x, w = torch.randn(2 * t, n_in, generator=g), torch.randn(n_out, n_in, generator=g)
         ref = F.linear(x[:t], w)
         alike = all(torch.equal(F.linear(x[a:a + t], w)[:t - a], ref[a:]) for a in (1, 3, t // 2, t - 1))
-        one = torch.cat([F.linear(x[i:i + 1], w) for i in range(t)])
-        _tiles[key] = t if alike and torch.equal(one, ref) else 1
+        _tiles[key] = t if alike else 1
     return _tiles[key]
 
 
-def tiled_linear(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """x [n, in] float32 @ w.T [in, out] -> [n, out] float32, in calls of tile_rows(in, out) rows."""
-    n, t = x.shape[0], tile_rows(w.shape[1], w.shape[0])
-    if n == t:
+def _pad_rows(x: torch.Tensor, t: int) -> torch.Tensor:
+    """x with zero rows appended up to a multiple of t."""
+    extra = -x.shape[0] % t
+    return F.pad(x, (0, 0, 0, extra)) if extra else x
+
+
+def _tiles_of(x: torch.Tensor, w: torch.Tensor, t: int) -> torch.Tensor:
+    """F.linear(x, w) in calls of t rows; x's rows are a multiple of t."""
+    if x.shape[0] == t:
         return F.linear(x, w)
-    tiles = -(-n // t)
-    if n % t:
-        x = torch.cat([x, x.new_zeros(tiles * t - n, x.shape[1])])
-    return torch.cat([F.linear(x[i * t:(i + 1) * t], w) for i in range(tiles)])[:n]
+    return torch.cat([F.linear(x[i:i + t], w) for i in range(0, x.shape[0], t)])
+
+
+def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """(x @ a.T) @ b.T in float32 for x [n, in] (any float dtype), a [R, in], b [out, R] -> [n, out], each
+    product in calls of its tile_rows (the rows padded once for both; zero rows stay zero through them)."""
+    n = x.shape[0]
+    ta, tb = tile_rows(a.shape[1], a.shape[0]), tile_rows(b.shape[1], b.shape[0])
+    xp = _pad_rows(x.float(), max(ta, tb))       # tile sizes are 1 or TILE_ROWS: the larger is a multiple
+    return _tiles_of(_tiles_of(xp, a, ta), b, tb)[:n]
 
 
 class LoraBatch:
@@ -84,8 +94,10 @@ class LoraBatch:
             f = adapter.layers[layer].get(projection)
             if f is None:
                 continue
-            d = tiled_linear(tiled_linear(x[rows].float(), f.a), f.b)
-            if isinstance(rows, slice):
+            d = lora_delta(x[rows], f.a, f.b)
+            if y.dtype == torch.float32:
+                y[rows] += d
+            elif isinstance(rows, slice):
                 y[rows] = (y[rows].float() + d).to(y.dtype)
             else:
                 y.index_copy_(0, rows, (y.index_select(0, rows).float() + d).to(y.dtype))

@@ -140,3 +140,27 @@ def test_gguf_that_is_not_an_adapter_or_of_another_arch(adapters, ours, tmp_path
     other = write_gguf_lora(adapters["qv"], tmp_path / "qwen.gguf", "qwen2", c.num_heads, c.num_kv_heads)
     with pytest.raises(LoraError, match="'qwen2'"):
         load_lora_adapter(other, ours.config)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_rows_delta_does_not_depend_on_its_batch(adapters, ours, dtype):
+    """The bits a row gets are the same alone, among other rows of its adapter, and beside other adapters."""
+    from sglite.runtime.lora import LoraBatch
+
+    a = load_lora_adapter(adapters["all"], ours.config)
+    b = load_lora_adapter(adapters["other"], ours.config)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(40, 64, generator=g).to(dtype)
+    y0 = torch.randn(40, 128 + 128, generator=g).to(dtype)      # gate_up: 64 -> 2 x 128
+
+    def run(adapters_per_row, rows):
+        xs, ys = x[rows].clone(), y0[rows].clone()
+        LoraBatch.build(adapters_per_row, [1] * len(rows)).apply(0, "gate_up", xs, ys)
+        return ys
+
+    alone = run([a], [5])[0]
+    for n in (3, 17, 40):
+        rows = list(range(n)) if 5 < n else [0, 1, 5]
+        mixed = [a if i % 3 == 0 or i == 5 else (b if i % 3 == 1 else None) for i in rows]
+        got = run(mixed, rows)[rows.index(5)]
+        assert torch.equal(got, alone), n

@@ -10,7 +10,7 @@ the model's outputs) made on transformers' reading of the GGUF file, saved as pe
 folders (`Engine(lora_paths=...)`), llama-server the GGUF files the converter writes from them (f32), started with
 `--lora-init-without-apply` and each request naming its adapter (`"lora": [{"id": i, "scale": 1}]`).
 
-Each row: `--batch` requests of 16 fresh random token ids (no prefix-cache hit), `--new-tokens` greedy tokens
+Each row: `--batch` requests of 16 tokens of real text, distinct per request and run (no prefix-cache hit), `--new-tokens` greedy tokens
 each with ignore_eos, sent together; request i runs under adapter i mod k (k = 0: the base). tok/s = completion
 tokens / wall time of the whole batch, prefill included, on both sides; medians of --reps runs. "agree" is the
 share of the batch's greedy tokens sglite and llama.cpp both produce at the same positions (before the first
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import random
 import statistics
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from vs_llamacpp import DEFAULT_BIN_DIR, LlamaServer, find_binaries, fmt, machin
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != BENCH]
 
 COUNTS = (0, 1, 4, 8)
+CORPUS = BENCH.parent / "tests" / "runtime" / "data" / "fidelity_corpus.txt"
 PROMPT_TOKENS = 16
 
 
@@ -75,11 +75,14 @@ def make_adapters(gguf: Path, root: Path, n: int, rank: int, converter: Path | N
     return folders, files
 
 
-def batches(vocab: int, batch: int, reps: int, seed: int = 0) -> list[list[list[int]]]:
-    """reps + 1 batches (the first a warm-up) of fresh random prompts, the same for both sides."""
-    rng = random.Random(seed)
-    return [[[rng.randrange(100, vocab - 100) for _ in range(PROMPT_TOKENS)] for _ in range(batch)]
-            for _ in range(reps + 1)]
+def batches(tokenizer, batch: int, reps: int) -> list[list[list[int]]]:
+    """reps + 1 batches (the first a warm-up) of distinct 16-token slices of real text (the fidelity corpus:
+    English, Chinese, code, numbers), the same for both sides."""
+    ids = tokenizer.encode(CORPUS.read_text(encoding="utf-8"))
+    n = batch * (reps + 1)
+    step = max(PROMPT_TOKENS, (len(ids) - PROMPT_TOKENS) // n)
+    slices = [ids[i * step:i * step + PROMPT_TOKENS] for i in range(n)]
+    return [slices[r * batch:(r + 1) * batch] for r in range(reps + 1)]
 
 
 def ours(engine, prompt_sets, k: int, new_tokens: int) -> tuple[float, list[list[int]]]:
@@ -169,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                         lora_paths={f"lora{i}": f for i, f in enumerate(folders)}, max_loras_per_batch=n,
                         max_running_requests=max(args.batch, 8))
         print(f"sglite weights: {engine.model.net.plan}", flush=True)
-        prompt_sets = batches(engine.model.config.vocab_size, args.batch, args.reps)
+        prompt_sets = batches(engine.tokenizer, args.batch, args.reps)
         rows = {}
         try:
             for k in COUNTS:

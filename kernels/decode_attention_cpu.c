@@ -7,7 +7,10 @@
  * Shapes (numpy views, all contiguous):
  *   q        [B][Hq][D]    float32, one query row per entry (a request's decode row and its draft rows are
  *                          adjacent entries with the same table row)
- *   k, v     [S][Hk][D]    the layer's pool: bfloat16 bits (elem 2) or float32 (elem 4); Hq % Hk == 0
+ *   k, v     [S][Hk][D]    the layer's pool: bfloat16 bits (elem 2), float32 (elem 4), or one byte a value
+ *                          (elem 1): int8 (quant 1) or float8 e4m3 bits (quant 2), value = stored * its scale;
+ *                          Hq % Hk == 0
+ *   ks, vs   [S][Hk]       float32 scales of the quantized pool, one per slot and KV head (unread otherwise)
  *   table    [*][ld]       int32 slots per table row; rows[b] is entry b's table row
  *   seq_lens [B]           entry b attends over columns start .. seq_lens[b]-1 (at least one)
  *   out      [B][Hq][D]    float32, normalised; lse_max, lse_sum [B][Hq]: each head's score max and sum of
@@ -40,6 +43,7 @@ typedef float vf __attribute__((vector_size(64)));
 typedef int32_t vi __attribute__((vector_size(64)));
 typedef uint32_t vu __attribute__((vector_size(64)));
 typedef uint16_t vh __attribute__((vector_size(32)));
+typedef int8_t vb8 __attribute__((vector_size(16)));
 
 static inline vf vload(const float *p) {
     vf v;
@@ -167,7 +171,8 @@ static inline vf soft_cap(vf x, float cap) {
 typedef struct {
     const float *q;
     const char *k, *v;
-    int elem;
+    const float *ks, *vs;          /* quantized pools: [S][Hk] scales */
+    int elem, quant;
     const int32_t *table;
     int64_t ld;
     const int64_t *rows, *seq_lens;
@@ -177,6 +182,44 @@ typedef struct {
     int64_t max_chunks;
     float *acc, *cmax, *csum;      /* [B][Hk][max_chunks][G][D], [B][Hk][max_chunks][G] */
 } Call;
+
+/* float8 e4m3 (fn: no infinities; 0x7F / 0xFF are NaN) -> float32, all 256 values, filled once */
+static float fp8_values[256];
+static int fp8_ready;
+
+static void fill_fp8_values(void) {
+    for (int b = 0; b < 256; b++) {
+        const int e = (b >> 3) & 15, m = b & 7;
+        float x = e == 0 ? ldexpf((float)m, -9) : ldexpf(1.f + m / 8.f, e - 7);
+        if (e == 15 && m == 7)
+            x = NAN;
+        fp8_values[b] = b & 128 ? -x : x;
+    }
+    fp8_ready = 1;
+}
+
+/* one slot of a quantized pool, every KV head, to float32: dst[h * D + d] = value(src[h][d]) * scale[h] */
+static void dequant_slot(const Call *c, const char *buf, const float *scales, int32_t slot, float *dst) {
+    const int D = c->D, Hk = c->Hk;
+    const char *src = buf + (size_t)slot * Hk * D;
+    const float *sc = scales + (size_t)slot * Hk;
+    for (int h = 0; h < Hk; h++) {
+        const vf s = vsplat(sc[h]);
+        for (int d = 0; d < D; d += 16) {
+            vf x;
+            if (c->quant == 1) {
+                vb8 w;
+                memcpy(&w, src + (size_t)h * D + d, sizeof w);
+                x = __builtin_convertvector(w, vf);
+            } else {
+                const uint8_t *u = (const uint8_t *)src + (size_t)h * D + d;
+                for (int l = 0; l < 16; l++)
+                    x[l] = fp8_values[u[l]];
+            }
+            vstore(dst + (size_t)h * D + d, x * s);
+        }
+    }
+}
 
 /* Head dims in the order widen_rows stores them: for bfloat16 slots with D % 32 == 0, each group of 32 values is
  * read as 16 32-bit words, whose high halves (the odd values) and shifted low halves (the even ones) widen with one
@@ -192,6 +235,13 @@ static inline int widened_at(int d, int perm) { return perm ? (d & ~31) + ((d & 
 static void widen_rows(const Call *c, const char *buf, int64_t row, int64_t lo, int n, int n_pad, float *dst) {
     const int W = c->Hk * c->D;
     const int32_t *slots = c->table + row * c->ld + lo;
+    if (c->quant) {
+        const float *scales = buf == c->k ? c->ks : c->vs;
+        for (int j = 0; j < n; j++)
+            dequant_slot(c, buf, scales, slots[j], dst + (size_t)j * W);
+        memset(dst + (size_t)n * W, 0, (size_t)(n_pad - n) * W * sizeof(float));
+        return;
+    }
     for (int j = 0; j < n; j++) {
         const char *src = buf + (size_t)slots[j] * W * c->elem;
         float *out = dst + (size_t)j * W;
@@ -384,11 +434,15 @@ static void merge(const Call *c, int64_t b, int kh, float *out, float *lse_max, 
 
 /* See the top of this file. Returns 0; -1 when out of memory or given shapes it does not take (D not a multiple
  * of 16 or above MAX_D, elem not 2 or 4), with out untouched. */
-int attn_decode(const float *q, const void *k, const void *v, int elem, const int32_t *table, int64_t ld,
-                const int64_t *rows, const int64_t *seq_lens, int64_t B, int Hq, int Hk, int D, int64_t start,
-                float scale, float softcap, float *out, float *lse_max, float *lse_sum, int nthreads) {
-    if (D % 16 || D > MAX_D || D <= 0 || (elem != 2 && elem != 4) || Hk <= 0 || Hq % Hk)
+int attn_decode(const float *q, const void *k, const void *v, const float *ks, const float *vs, int elem,
+                int quant, const int32_t *table, int64_t ld, const int64_t *rows, const int64_t *seq_lens, int64_t B,
+                int Hq, int Hk, int D, int64_t start, float scale, float softcap, float *out, float *lse_max,
+                float *lse_sum, int nthreads) {
+    if (D % 16 || D > MAX_D || D <= 0 || Hk <= 0 || Hq % Hk || (quant == 0 && elem != 2 && elem != 4)
+            || (quant != 0 && (elem != 1 || quant > 2)))
         return -1;
+    if (quant == 2 && !fp8_ready)
+        fill_fp8_values();    /* idempotent: threads that race here write the same values */
     const int G = Hq / Hk;
     int64_t max_chunks = 1, runs = 0, jobs = 0;
     for (int64_t b = 0; b < B; b++) {
@@ -432,8 +486,8 @@ int attn_decode(const float *q, const void *k, const void *v, int elem, const in
                 job_run[2 * j + 1] = ch;
             }
         const size_t parts = (size_t)B * Hk * max_chunks * G;
-        Call c = {q, (const char *)k, (const char *)v, elem, table, ld, rows, seq_lens, Hq, Hk, D, start, scale,
-                  softcap, max_chunks, scratch, scratch + parts * D, scratch + parts * (D + 1)};
+        Call c = {q, (const char *)k, (const char *)v, ks, vs, elem, quant, table, ld, rows, seq_lens, Hq, Hk, D,
+                  start, scale, softcap, max_chunks, scratch, scratch + parts * D, scratch + parts * (D + 1)};
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
         {
 #pragma omp for schedule(static)

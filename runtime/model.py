@@ -169,7 +169,7 @@ class LlamaModel:
         c = self.config
         act = self.dtype
         attn.init_forward_metadata(fb)
-        if self.fused_cpu and attn.pool_bits(0) is not None:
+        if self.fused_cpu and attn.fused_ready():
             return self._forward_fused(fb, attn)
         h = self._embed(fb)                                            # [T, H]
         rope = [(cos[fb.positions][:, None, :], sin[fb.positions][:, None, :])   # each [T, 1, rotary_dim]
@@ -260,6 +260,11 @@ class LlamaModel:
         qkv_np, a_np, gu_np, m_np = ops.bits(qkv_y), ops.bits(a_y), ops.bits(gu_y), ops.bits(m_y)
         ropes = [(cos[fb.positions].numpy(), sin[fb.positions].numpy()) for cos, sin in self.rope]   # each [T, D]
         slots = fb.out_cache_loc.numpy()
+        staged = attn.pool_bits(0) is None     # a pool of another format: K/V go to [T] staging rows, then store()
+        if staged:
+            k_st, v_st = (torch.empty((T, c.num_kv_heads, c.head_dim), dtype=act) for _ in range(2))
+            st_bits = (ops.bits(k_st), ops.bits(v_st))
+            st_slots = np.arange(T, dtype=slots.dtype)
         eps32 = np.float32(eps)
         silu = c.hidden_act == "silu"
         lora = fb.lora                                                 # LoraBatch or None
@@ -271,17 +276,20 @@ class LlamaModel:
                 ops.post_add_rms_norm_kernel(h_np, m_np, self._norms_np[i - 1].post_ffn, n.attn, eps32, x_np)
             else:                                                      # h += m; x = norm(h)
                 ops.add_rms_norm_kernel(h_np, m_np, n.attn, eps32, x_np, True)
-            k_bits, v_bits = attn.pool_bits(i)
+            k_bits, v_bits = st_bits if staged else attn.pool_bits(i)
+            at = st_slots if staged else slots
             cos_np, sin_np = ropes[L.rope]
             L.qkv(x, split, out=qkv_y)
             if lora is not None:
                 lora.apply(i, "qkv", x, qkv_y)
             if n.q is None:
                 ops.rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, q_np,
-                                      k_bits, v_bits, slots)
+                                      k_bits, v_bits, at)
             else:
                 ops.qk_norm_rope_store_kernel(qkv_np, cos_np, sin_np, c.num_heads, c.num_kv_heads, c.head_dim, n.q,
-                                              n.k, eps32, q_np, k_bits, v_bits, slots)
+                                              n.k, eps32, q_np, k_bits, v_bits, at)
+            if staged:
+                attn.kv_pool.store(i, fb.out_cache_loc, k_st, v_st)
             o_act.copy_(attn.attend(q, i, fb, self.scale, window=L.window))   # [T, Hq, D] float32, rounded to act
             L.o(o_rows, split, out=a_y)
             if lora is not None:
@@ -321,9 +329,10 @@ class Model:
         self.tokenizer = tokenizer
         self.attention_backend = attention_backend
 
-    def logits(self, token_ids: list[int], lora: Any = None) -> torch.Tensor:
+    def logits(self, token_ids: list[int], lora: Any = None, kv_cache_dtype: str = "auto") -> torch.Tensor:
         """[len(token_ids), vocab] float32 logits of a fresh forward pass over token_ids (under the LoraAdapter
-        `lora`, when given: see sglite.runtime.lora.load_lora_adapter)."""
+        `lora`, when given: see sglite.runtime.lora.load_lora_adapter), attending over a KV cache of
+        `kv_cache_dtype` (see kv_pool.py)."""
         from .attention import create_attention_backend
         from .kv_pool import KVPool
 
@@ -336,7 +345,8 @@ class Model:
         if bad:
             raise ValueError(f"token ids out of range [0, {self.config.vocab_size}): {bad[:5]}")
         c = self.config
-        pool = KVPool(c.num_layers, len(ids) + 1, c.num_kv_heads, c.head_dim, self.net.dtype, self.net.device)
+        pool = KVPool(c.num_layers, len(ids) + 1, c.num_kv_heads, c.head_dim, self.net.dtype, self.net.device,
+                      kv_cache_dtype)
         attn = create_attention_backend(self.attention_backend, pool, self.net.device)
         table = torch.zeros((1, len(ids)), dtype=torch.int32, device=self.net.device)
         fb = ForwardBatch.build([ids], [0], [0], torch.arange(1, len(ids) + 1), table,

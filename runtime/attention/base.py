@@ -34,6 +34,11 @@ class AttentionBackend(ABC):
         The pool keeps every position's K/V either way (a windowed layer masks, it does not evict), so the
         prefix cache serves windowed layers as it serves global ones."""
 
+    def fused_ready(self) -> bool:
+        """Whether the model's fused CPU layers may run on this backend (they store K/V themselves, through
+        pool_bits or a staging buffer, then call `attend`)."""
+        return False
+
     def pool_bits(self, layer_id: int):
         """Layer `layer_id`'s K and V pool buffers as numpy views of their bits, for CPU kernels that store new K/V
         themselves and then call `attend`; None (the default) where the backend offers no such path."""

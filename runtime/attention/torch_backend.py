@@ -113,7 +113,11 @@ class TorchAttentionBackend(AttentionBackend):
         super().__init__(kv_pool)
         on_cpu = kv_pool.k_buffer.device.type == "cpu"
         if paged_decode is None:
-            paged_decode = on_cpu and decode_attention_cpu.available()
+            paged_decode = on_cpu and decode_attention_cpu.available() and (
+                not kv_pool.quantized or decode_attention_cpu.quantized_supported())
+        elif paged_decode and kv_pool.quantized and not decode_attention_cpu.quantized_supported():
+            raise ValueError("the paged CPU decode kernel reads an int8 / fp8 KV cache only when its C kernel "
+                             "builds here (a C compiler, SGLITE_NATIVE_KERNELS not 0)")
         self.paged_decode = decode_attention_cpu.paged_decode_attention if paged_decode else None
         self._threads_matched: tuple[int, int] | None = None   # (thread id, torch threads) numba was matched to
         self._numba_threads = 1
@@ -121,11 +125,15 @@ class TorchAttentionBackend(AttentionBackend):
             # numpy views of every layer's buffers, made once: the kernel reads the pool in place
             self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
+            # a quantized pool's per-(slot, head) scales, read by the kernel beside the bytes
+            self._scales = ([(ks.numpy(), vs.numpy()) for ks, vs in zip(kv_pool.k_scale, kv_pool.v_scale)]
+                            if kv_pool.quantized else [None] * len(self._k_bits))
             decode_attention_cpu.warm_up()
         native = paged_decode and decode_attention_cpu.native_kernel() is not None
         self.row_invariant = bool(row_invariant and paged_decode)
-        self.cascade_min_requests = (CASCADE_MIN_REQUESTS["native" if native else "numba"] if not self.row_invariant
-                                     else float("inf"))
+        # the cascade's flash call reads an unquantized cache
+        self.cascade_min_requests = (CASCADE_MIN_REQUESTS["native" if native else "numba"]
+                                     if not self.row_invariant and not kv_pool.quantized else float("inf"))
 
     def _parallel_threads(self) -> int:
         """The threads the kernel's parallel entry point gets on this thread: torch's count here (matched once
@@ -198,15 +206,19 @@ class TorchAttentionBackend(AttentionBackend):
         fb.attn_metadata = meta
 
     def forward(self, q, k, v, layer_id, fb, scale, window=None, softcap=None):
-        pool = self.kv_pool
-        pool.k_buffer[layer_id].index_copy_(0, fb.out_cache_loc, k)       # [S, Hkv, D]
-        pool.v_buffer[layer_id].index_copy_(0, fb.out_cache_loc, v)
+        self.kv_pool.store(layer_id, fb.out_cache_loc, k, v)
         return self.attend(q, layer_id, fb, scale, window, softcap)
 
     def pool_bits(self, layer_id: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Layer `layer_id`'s K and V buffers as numpy views of their bits (for CPU kernels that write the pool in
-        place), or None when the paged CPU kernel is off."""
-        return (self._k_bits[layer_id], self._v_bits[layer_id]) if self.paged_decode is not None else None
+        place), or None when the paged CPU kernel is off or the pool holds another format than the model's
+        activations (the kernels then write a staging buffer that `kv_pool.store` converts)."""
+        if self.paged_decode is None or not self.kv_pool.direct:
+            return None
+        return self._k_bits[layer_id], self._v_bits[layer_id]
+
+    def fused_ready(self) -> bool:
+        return self.paged_decode is not None
 
     def attend(self, q, layer_id, fb, scale, window=None, softcap=None):
         """forward() once K/V of the new tokens are in the pool (a fused CPU layer writes them itself). The pool's
@@ -216,14 +228,13 @@ class TorchAttentionBackend(AttentionBackend):
         if m.decode_rows is not None and len(m.extends) == 0:
             return self._decode(q, m, scale, layer_id, window, softcap)   # pure decode: rows are [T] in order
         pool = self.kv_pool
-        k_buf, v_buf = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
         out = torch.empty_like(q)
         if m.decode_rows is not None:
             out[m.decode_rows] = self._decode(q[m.decode_rows], m, scale, layer_id, window, softcap)
         for run in m.extends:
-            qs = q[run.start:run.start + run.length].to(k_buf.dtype).transpose(0, 1)[None]  # [1, Hq, E, D]
-            keys = k_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]  # [1, Hkv, L, D]
-            values = v_buf.index_select(0, run.kv_slots).transpose(0, 1)[None]
+            qs = q[run.start:run.start + run.length].to(pool.dtype).transpose(0, 1)[None]  # [1, Hq, E, D]
+            keys, values = pool.gather(layer_id, run.kv_slots)                            # [L, Hkv, D]
+            keys, values = keys.transpose(0, 1)[None], values.transpose(0, 1)[None]        # [1, Hkv, L, D]
             o = _sdpa(qs, keys, values, run.mask_for(window), scale, softcap)
             out[run.start:run.start + run.length] = o[0].transpose(0, 1)
         return out
@@ -248,19 +259,27 @@ class TorchAttentionBackend(AttentionBackend):
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
             rows = self._paged_rows(m, window, softcap)
+            pool = self.kv_pool
+            if pool.key_rotation is not None:     # a quantized pool stores K and V rotated: so are q and the output
+                out = self.paged_decode(pool.rotate(q.float()).contiguous(), pool.k_buffer[layer_id],
+                                        pool.v_buffer[layer_id], self._k_bits[layer_id], self._v_bits[layer_id],
+                                        rows.table, rows.req_rows, rows.seq_lens, scale, None, rows.parallel,
+                                        softcap=softcap, scales=self._scales[layer_id])
+                return pool.rotate(out).to(q.dtype)
             if rows.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
                 return self._decode_into(q, layer_id, m, rows, scale, softcap)
             return self.paged_decode(q, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
                                      self._k_bits[layer_id], self._v_bits[layer_id], rows.table, rows.req_rows,
-                                     rows.seq_lens, scale, rows.prefix_slots, rows.parallel, softcap=softcap)
-        k_buf, v_buf = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]  # [S, Hkv, D]
+                                     rows.seq_lens, scale, rows.prefix_slots, rows.parallel, softcap=softcap,
+                                     scales=self._scales[layer_id])
+        pool = self.kv_pool
         # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the row,
         # and padding writes may have left anything there
-        k_buf[0] = 0
-        v_buf[0] = 0
-        shape = (*m.decode_slots.shape, *k_buf.shape[1:])  # index_select beats advanced indexing ~2x on CPU
-        keys = k_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)   # [Bd, Hkv, L, D]
-        values = v_buf.index_select(0, m.decode_slots.view(-1)).view(shape).transpose(1, 2)
+        pool.zero_slot(layer_id, 0)
+        shape = (*m.decode_slots.shape, *pool.k_buffer.shape[2:])  # index_select beats advanced indexing ~2x
+        keys, values = pool.gather(layer_id, m.decode_slots.view(-1))
+        keys = keys.view(shape).transpose(1, 2)                                            # [Bd, Hkv, L, D]
+        values = values.view(shape).transpose(1, 2)
         mask = m.decode_mask
         if window is not None:
             if window not in m.decode_masks:      # [Bd, 1, 1, L]: also the columns before the row's window
@@ -283,7 +302,8 @@ class TorchAttentionBackend(AttentionBackend):
             m.decode_out = (arrays, torch.from_numpy(arrays[0]))
         decode_attention_cpu.decode_attention_into(m.decode_q[1], self._k_bits[layer_id], self._v_bits[layer_id],
                                                    rows.table, rows.req_rows, rows.seq_lens, scale,
-                                                   m.decode_out[0], rows.parallel, softcap=softcap)
+                                                   m.decode_out[0], rows.parallel, softcap=softcap,
+                                                   scales=self._scales[layer_id])
         return m.decode_out[1]
 
 

@@ -55,8 +55,14 @@ class TritonAttentionBackend(AttentionBackend):
 
     def forward(self, q, k, v, layer_id, fb, scale, window=None, softcap=None):
         q, k, v = (x if x.stride(2) == 1 else x.contiguous() for x in (q, k, v))  # kernels need head_dim dense
-        k_cache, v_cache = self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id]  # [S, Hkv, D]
-        store_kv_cache_triton(k_cache, v_cache, fb.out_cache_loc, k, v)
+        pool = self.kv_pool
+        if pool.direct:
+            k_cache, v_cache = pool.k_buffer[layer_id], pool.v_buffer[layer_id]  # [S, Hkv, D]
+            store_kv_cache_triton(k_cache, v_cache, fb.out_cache_loc, k, v)
+        else:   # another storage format (int8 / fp8 / bf16 under float32): the kernels read this layer converted
+            pool.store(layer_id, fb.out_cache_loc, k, v)
+            k_cache, v_cache = pool.layer(layer_id)
+            k, v = pool.gather(layer_id, fb.out_cache_loc)     # the new tokens as stored, as every path reads them
         m: TritonAttentionMetadata = fb.attn_metadata
         if m.is_decode:
             if m.workspace is None:

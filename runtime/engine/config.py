@@ -53,6 +53,10 @@ class EngineConfig:
                                           # (name, path) pairs. A request picks one with lora_path=NAME
     max_loras_per_batch: int = 8          # distinct adapters one forward pass may hold (the base not counted);
                                           # requests past it wait their turn
+    kv_cache_dtype: str = "auto"          # KV cache format: "auto" (the activations' dtype), "bf16", "int8" (a
+                                          # scale per token and head) or "fp8_e4m3" (likewise); see kv_pool.py
+    kv_cache_bytes: int = 2 << 30         # the KV cache's memory when max_total_tokens is None: the pool gets
+                                          # as many tokens as fit (at most max_running_requests x the context)
 
     def __post_init__(self) -> None:
         def bad(key: str, why: str) -> ValueError:
@@ -98,6 +102,12 @@ class EngineConfig:
             raise bad("speculative_row_cost", "must be None (measured) or a number in [0, 1]")
         if self.in_batch_prefix_threshold < 1:
             raise bad("in_batch_prefix_threshold", "must be >= 1")
+        from ..kv_pool import KV_CACHE_DTYPES
+        if self.kv_cache_dtype not in KV_CACHE_DTYPES:
+            raise bad("kv_cache_dtype", f"must be one of {', '.join(map(repr, KV_CACHE_DTYPES))}")
+        if isinstance(self.kv_cache_bytes, bool) or not isinstance(self.kv_cache_bytes, int) \
+                or self.kv_cache_bytes < 1:
+            raise bad("kv_cache_bytes", "must be a positive int")
         if isinstance(self.max_loras_per_batch, bool) or not isinstance(self.max_loras_per_batch, int) \
                 or self.max_loras_per_batch < 1:
             raise bad("max_loras_per_batch", "must be a positive int")

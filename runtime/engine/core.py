@@ -25,6 +25,7 @@ import torch
 from sglite.protocol import ABORT_INTERNAL, ABORT_SHUTDOWN, FinishReason, GenerateRequest, RequestError, StreamChunk
 
 from ..constrained.budget import CompileBudget
+from ..kv_pool import KVPool
 from .config import EngineConfig
 from .grammar_backend import GrammarBackend
 from .grammar_masks import MaskPrefetcher
@@ -39,7 +40,6 @@ from .speculative import NgramDrafter
 from .stop import StopChecker
 
 logger = logging.getLogger(__name__)
-DEFAULT_KV_BYTES = 2 << 30  # default pool size when max_total_tokens is None
 
 
 class EngineCore:
@@ -53,14 +53,15 @@ class EngineCore:
         self.max_context = min(cfg.max_context or mc.max_context, mc.max_context)
         pool_tokens = cfg.max_total_tokens
         if pool_tokens is None:
-            per_slot = 2 * mc.num_layers * mc.num_kv_heads * mc.head_dim * model.net.dtype.itemsize
-            pool_tokens = min(cfg.max_running_requests * self.max_context, DEFAULT_KV_BYTES // per_slot)
+            per_slot = KVPool.token_bytes(mc.num_layers, mc.num_kv_heads, mc.head_dim, model.net.dtype,
+                                          cfg.kv_cache_dtype)
+            pool_tokens = min(cfg.max_running_requests * self.max_context, cfg.kv_cache_bytes // per_slot - 1)   # + slot 0
         self.pool_tokens = pool_tokens
         self.kv = KVManager(pool_tokens + 1, cfg.max_running_requests, self.max_context, device,
                             cfg.disable_radix_cache)
         self.lora = self._lora_manager(mc, cfg)     # the adapters requests may name (maybe none yet)
         self.runner = ModelRunner(model, pool_tokens + 1, cfg.attention_backend, device, cfg.batch_invariant,
-                                  lora=self.lora)
+                                  lora=self.lora, kv_cache_dtype=cfg.kv_cache_dtype)
         self.grammar = GrammarBackend(self.tokenizer, cfg.json_whitespace, cfg.json_property_order,
                                       CompileBudget(seconds=cfg.grammar_compile_budget_s), cfg.grammar_cache_bytes)
         self.drafter = NgramDrafter(cfg.speculative_num_draft_tokens, cfg.speculative_row_cost) \
@@ -283,6 +284,9 @@ class EngineCore:
         s["num_running"] = len(self.scheduler.running) + (self.scheduler.chunked is not None)
         s["num_waiting"] = len(self.scheduler.waiting)
         s["pool_tokens"] = self.pool_tokens
+        s["max_total_tokens"] = self.pool_tokens
+        s["kv_cache_dtype"] = self.config.kv_cache_dtype
+        s["kv_cache_bytes"] = self.runner.kv_pool.nbytes
         s["pool_free_tokens"] = self.kv.allocator.available
         s["cached_tree_tokens"] = self.kv.cache.total_size if self.kv.cache else 0
         s["lora_adapters"] = self.lora_names()

@@ -29,13 +29,14 @@ class ForwardOutput:
 
 class ModelRunner:
     def __init__(self, model, num_slots: int, attention_backend: str | None, device: str,
-                 batch_invariant: bool | None = None, lora=None):
+                 batch_invariant: bool | None = None, lora=None, kv_cache_dtype: str = "auto"):
         self.model = model
         self.lora = lora          # LoraManager (or None): requests' adapters reach the pass through their Reqs
         self.net = model.net
         c = model.config
         self.device = torch.device(device)
-        self.kv_pool = KVPool(c.num_layers, num_slots, c.num_kv_heads, c.head_dim, self.net.dtype, self.device)
+        self.kv_pool = KVPool(c.num_layers, num_slots, c.num_kv_heads, c.head_dim, self.net.dtype, self.device,
+                              kv_cache_dtype)
         # EngineConfig.batch_invariant: the policy and its invariant live in runtime/batch_invariance.py
         wanted = batch_invariant is not False and batch_invariance.offered(self.device, attention_backend)
         dependent = batch_invariance.prepare_layers(self.net) if wanted else None

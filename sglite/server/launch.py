@@ -43,6 +43,10 @@ ENGINE_OPTIONS: tuple[tuple[str, str, Any, str], ...] = (
      "bytes the compiled grammars may keep cached, mask caches included (default 536870912)"),
     ("--grammar-mask-overlap", "grammar_mask_overlap", str,
      "build grammar masks during the forward pass: 'auto' (when a core is free or on GPU), 'on' or 'off'"),
+    ("--kv-cache-dtype", "kv_cache_dtype", str,
+     "KV cache format: 'auto' (the activations' dtype), 'bf16', 'int8' or 'fp8_e4m3' (a scale per token and head)"),
+    ("--kv-cache-bytes", "kv_cache_bytes", int,
+     "the KV cache's memory when --max-total-tokens is not given (default 2 GiB)"),
     ("--max-loras-per-batch", "max_loras_per_batch", int,
      "distinct LoRA adapters one forward pass may hold (default 8); requests past it wait"),
 )

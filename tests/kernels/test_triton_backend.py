@@ -17,12 +17,12 @@ def _tiny_net(device: str):
     return LlamaModel(config, random_weights(config, seed=0), device=device)
 
 
-def _generate(net, backend: str, steps: int = 4):
+def _generate(net, backend: str, steps: int = 4, kv_cache_dtype: str = "auto"):
     """Greedy: prompt 0 prefilled in two chunks, prompt 1 in one; then `steps` batched decode steps.
     Returns (tokens [steps + 1][2], logits of every forward pass)."""
     c = net.config
     device = net.device
-    pool = KVPool(c.num_layers, 400, c.num_kv_heads, c.head_dim, net.dtype, device)
+    pool = KVPool(c.num_layers, 400, c.num_kv_heads, c.head_dim, net.dtype, device, kv_cache_dtype)
     attn = create_attention_backend(backend, pool, device)
     table = torch.zeros((4, 128), dtype=torch.int32, device=device)
     free = list(range(397, 0, -3)) + list(range(2, 400, 3))       # scattered, descending slots
@@ -81,3 +81,14 @@ def test_tiny_model_logits_and_greedy_match(cpu_interpreter):
         for name in models:
             ids[name].append(int(logits[name][-1].argmax()))
     assert ids["triton"] == ids["torch"]
+
+
+@pytest.mark.parametrize("kv_cache_dtype", ["bf16", "int8", "fp8_e4m3"])
+def test_triton_backend_on_a_quantized_cache_matches_torch_backend(device, kv_cache_dtype):
+    """Both read the same stored values (stored * scale, in float32): the same tokens, logits within rounding."""
+    net = _tiny_net(device)
+    ref_tokens, ref_logits = _generate(net, "torch", kv_cache_dtype=kv_cache_dtype)
+    tokens, logits = _generate(net, "triton", kv_cache_dtype=kv_cache_dtype)
+    assert tokens == ref_tokens
+    for a, b in zip(logits, ref_logits):
+        torch.testing.assert_close(a, b, atol=1e-3, rtol=1e-3)

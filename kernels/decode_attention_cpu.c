@@ -199,7 +199,8 @@ static void fill_fp8_values(void) {
 }
 
 /* one slot of a quantized pool, every KV head, to float32: dst[h * D + d] = value(src[h][d]) * scale[h] */
-static void dequant_slot(const Call *c, const char *buf, const float *scales, int32_t slot, float *dst) {
+static inline __attribute__((always_inline)) void dequant_slot(const Call *c, const char *buf,
+                                                                const float *scales, int32_t slot, float *dst) {
     const int D = c->D, Hk = c->Hk;
     const char *src = buf + (size_t)slot * Hk * D;
     const float *sc = scales + (size_t)slot * Hk;
@@ -210,7 +211,7 @@ static void dequant_slot(const Call *c, const char *buf, const float *scales, in
             if (c->quant == 1) {
                 vb8 w;
                 memcpy(&w, src + (size_t)h * D + d, sizeof w);
-                x = __builtin_convertvector(w, vf);
+                x = __builtin_convertvector(__builtin_convertvector(w, vi), vf);   /* vpmovsxbd, vcvtdq2ps */
             } else {
                 const uint8_t *u = (const uint8_t *)src + (size_t)h * D + d;
                 for (int l = 0; l < 16; l++)

@@ -78,14 +78,13 @@ class KVPool:
         return self.bytes_per_slot * self.num_slots
 
     def _quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [n, H, D] -> (stored [n, H, D], scale [n, H] float32)."""
-        x = x.float()
-        amax = x.abs().amax(-1)
-        scale = torch.where(amax > 0, amax / self.qmax, torch.ones_like(amax))
-        y = (x / scale[..., None]).clamp_(-self.qmax, self.qmax)
+        """x [..., D] float32 (already rotated) -> (stored [..., D], scale [...] float32)."""
+        amax = x.abs().amax(-1, keepdim=True)
+        scale = torch.where(amax > 0, amax / self.qmax, 1.0)
+        y = torch.div(x, scale).clamp_(-self.qmax, self.qmax)
         if self.k_buffer.dtype == torch.int8:
             y = y.round_()
-        return y.to(self.k_buffer.dtype), scale
+        return y.to(self.k_buffer.dtype), scale[..., 0]
 
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Writes k, v [n, H, D] (any float dtype) at `slots` [n] of `layer`."""
@@ -93,11 +92,12 @@ class KVPool:
             self.k_buffer[layer].index_copy_(0, slots, k.to(self.k_buffer.dtype))
             self.v_buffer[layer].index_copy_(0, slots, v.to(self.v_buffer.dtype))
             return
-        k, v = self.rotate(k.float()), self.rotate(v.float())
-        for x, buf, sc in ((k, self.k_buffer, self.k_scale), (v, self.v_buffer, self.v_scale)):
-            q, s = self._quantize(x)
-            _raw(buf[layer]).index_copy_(0, slots, _raw(q))
-            sc[layer].index_copy_(0, slots, s)
+        kv = self.rotate(torch.stack([k, v]).float())            # [2, n, H, D]: K and V in one pass of ops
+        q, s = self._quantize(kv)
+        _raw(self.k_buffer[layer]).index_copy_(0, slots, _raw(q[0]))
+        _raw(self.v_buffer[layer]).index_copy_(0, slots, _raw(q[1]))
+        self.k_scale[layer].index_copy_(0, slots, s[0])
+        self.v_scale[layer].index_copy_(0, slots, s[1])
 
     def _read(self, buf: torch.Tensor, scale: torch.Tensor | None, layer: int,
               slots: torch.Tensor | None, rotated: bool = False) -> torch.Tensor:

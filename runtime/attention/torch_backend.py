@@ -261,10 +261,7 @@ class TorchAttentionBackend(AttentionBackend):
             rows = self._paged_rows(m, window, softcap)
             pool = self.kv_pool
             if pool.key_rotation is not None:     # a quantized pool stores K and V rotated: so are q and the output
-                out = self.paged_decode(pool.rotate(q.float()).contiguous(), pool.k_buffer[layer_id],
-                                        pool.v_buffer[layer_id], self._k_bits[layer_id], self._v_bits[layer_id],
-                                        rows.table, rows.req_rows, rows.seq_lens, scale, None, rows.parallel,
-                                        softcap=softcap, scales=self._scales[layer_id])
+                out = self._decode_into(pool.rotate(q.float()).contiguous(), layer_id, m, rows, scale, softcap)
                 return pool.rotate(out).to(q.dtype)
             if rows.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
                 return self._decode_into(q, layer_id, m, rows, scale, softcap)

@@ -10,7 +10,8 @@
  *   k, v     [S][Hk][D]    the layer's pool: bfloat16 bits (elem 2), float32 (elem 4), or one byte a value
  *                          (elem 1): int8 (quant 1) or float8 e4m3 bits (quant 2), value = stored * its scale;
  *                          Hq % Hk == 0
- *   ks, vs   [S][Hk]       float32 scales of the quantized pool, one per slot and KV head (unread otherwise)
+ *   ks, vs   [S][Hk]       bfloat16 bits of the quantized pool's scales, one per slot and KV head (unread
+ *                          otherwise)
  *   table    [*][ld]       int32 slots per table row; rows[b] is entry b's table row
  *   seq_lens [B]           entry b attends over columns start .. seq_lens[b]-1 (at least one)
  *   out      [B][Hq][D]    float32, normalised; lse_max, lse_sum [B][Hq]: each head's score max and sum of
@@ -171,7 +172,7 @@ static inline vf soft_cap(vf x, float cap) {
 typedef struct {
     const float *q;
     const char *k, *v;
-    const float *ks, *vs;          /* quantized pools: [S][Hk] scales */
+    const uint16_t *ks, *vs;       /* quantized pools: [S][Hk] bfloat16 scales */
     int elem, quant;
     const int32_t *table;
     int64_t ld;
@@ -200,12 +201,15 @@ static void fill_fp8_values(void) {
 
 /* one slot of a quantized pool, every KV head, to float32: dst[h * D + d] = value(src[h][d]) * scale[h] */
 static inline __attribute__((always_inline)) void dequant_slot(const Call *c, const char *buf,
-                                                                const float *scales, int32_t slot, float *dst) {
+                                                                const uint16_t *scales, int32_t slot, float *dst) {
     const int D = c->D, Hk = c->Hk;
     const char *src = buf + (size_t)slot * Hk * D;
-    const float *sc = scales + (size_t)slot * Hk;
+    const uint16_t *sc = scales + (size_t)slot * Hk;
     for (int h = 0; h < Hk; h++) {
-        const vf s = vsplat(sc[h]);
+        const uint32_t bits = (uint32_t)sc[h] << 16;
+        float s1;
+        memcpy(&s1, &bits, 4);
+        const vf s = vsplat(s1);
         for (int d = 0; d < D; d += 16) {
             vf x;
             if (c->quant == 1) {
@@ -237,7 +241,7 @@ static void widen_rows(const Call *c, const char *buf, int64_t row, int64_t lo, 
     const int W = c->Hk * c->D;
     const int32_t *slots = c->table + row * c->ld + lo;
     if (c->quant) {
-        const float *scales = buf == c->k ? c->ks : c->vs;
+        const uint16_t *scales = buf == c->k ? c->ks : c->vs;
         for (int j = 0; j < n; j++)
             dequant_slot(c, buf, scales, slots[j], dst + (size_t)j * W);
         memset(dst + (size_t)n * W, 0, (size_t)(n_pad - n) * W * sizeof(float));
@@ -435,7 +439,7 @@ static void merge(const Call *c, int64_t b, int kh, float *out, float *lse_max, 
 
 /* See the top of this file. Returns 0; -1 when out of memory or given shapes it does not take (D not a multiple
  * of 16 or above MAX_D, elem not 2 or 4), with out untouched. */
-int attn_decode(const float *q, const void *k, const void *v, const float *ks, const float *vs, int elem,
+int attn_decode(const float *q, const void *k, const void *v, const uint16_t *ks, const uint16_t *vs, int elem,
                 int quant, const int32_t *table, int64_t ld, const int64_t *rows, const int64_t *seq_lens, int64_t B,
                 int Hq, int Hk, int D, int64_t start, float scale, float softcap, float *out, float *lse_max,
                 float *lse_sum, int nthreads) {

@@ -334,7 +334,7 @@ def parallel_worth_it(seq_lens: np.ndarray, start: int, kv_heads: int) -> bool:
 
 
 QUANT_CODES = {np.dtype(np.int8): 1, np.dtype(np.uint8): 2}    # cache bits dtype -> the C kernel's `quant`
-_NO_SCALES = np.ones((1, 1), np.float32)
+_NO_SCALES = np.zeros((1, 1), np.int16)      # bfloat16 bits, unread without quantization
 
 
 def cache_bits(cache: torch.Tensor) -> np.ndarray:
@@ -392,7 +392,7 @@ def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray,
     """decode_attention_arrays into caller-owned arrays `out` = (out [B, Hq, D] float32, score max [B, Hq], sum
     of exp [B, Hq]), B >= 1, for a caller that makes them once per pass and calls once per layer (the
     allocations cost about what the kernel's arithmetic does on a short context). Returns out[0]. A quantized
-    cache (int8 / uint8 bits) comes with `scales` = (k_scale, v_scale), each [S, Hkv] float32."""
+    cache (int8 / uint8 bits) comes with `scales` = (k_scale, v_scale), each [S, Hkv] bfloat16 bits (int16)."""
     native = native_kernel()
     cap = np.float32(softcap or 0.0)
     quant = QUANT_CODES.get(k_bits.dtype, 0)

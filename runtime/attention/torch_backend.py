@@ -126,7 +126,8 @@ class TorchAttentionBackend(AttentionBackend):
             self._k_bits = [decode_attention_cpu.cache_bits(k) for k in kv_pool.k_buffer]
             self._v_bits = [decode_attention_cpu.cache_bits(v) for v in kv_pool.v_buffer]
             # a quantized pool's per-(slot, head) scales, read by the kernel beside the bytes
-            self._scales = ([(ks.numpy(), vs.numpy()) for ks, vs in zip(kv_pool.k_scale, kv_pool.v_scale)]
+            self._scales = ([(decode_attention_cpu.cache_bits(ks), decode_attention_cpu.cache_bits(vs))
+                             for ks, vs in zip(kv_pool.k_scale, kv_pool.v_scale)]
                             if kv_pool.quantized else [None] * len(self._k_bits))
             decode_attention_cpu.warm_up()
         native = paged_decode and decode_attention_cpu.native_kernel() is not None

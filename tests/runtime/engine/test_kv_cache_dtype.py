@@ -27,14 +27,14 @@ GREEDY = {"temperature": 0, "max_new_tokens": 24, "ignore_eos": True}
 def test_bytes_per_token_about_half_of_bf16(kv):
     for head_dim in (64, 128):
         bf16 = KVPool.token_bytes(30, 3, head_dim, torch.bfloat16)
-        assert KVPool.token_bytes(30, 3, head_dim, torch.bfloat16, kv) <= 0.55 * bf16
+        assert KVPool.token_bytes(30, 3, head_dim, torch.bfloat16, kv) <= 0.52 * bf16     # 66 / 128 at D 64
         assert KVPool.token_bytes(30, 3, head_dim, torch.float32, kv) <= 0.28 * 2 * bf16
     pool = KVPool(2, 100, 3, 64, torch.bfloat16, kv_cache_dtype=kv)
     assert pool.nbytes == pool.bytes_per_slot * 100 == sum(
         t.numel() * t.element_size() for t in (pool.k_buffer, pool.v_buffer, pool.k_scale, pool.v_scale))
 
 
-@pytest.mark.parametrize("kv,bound", [("int8", 1 / 254 + 1e-6), ("fp8_e4m3", 1 / 16 + 1e-6)])
+@pytest.mark.parametrize("kv,bound", [("int8", 1.01 / 254), ("fp8_e4m3", 1.01 / 16)])   # scales round up to bf16
 def test_stored_values_read_back_within_the_format_step(kv, bound):
     pool = KVPool(1, 64, 4, 32, torch.float32, kv_cache_dtype=kv)
     g = torch.Generator().manual_seed(0)
@@ -69,7 +69,7 @@ def test_c_kernel_reads_the_quantized_cache_as_the_reference_reads_its_values(kv
     ref = decode_attention_torch(q, k_deq, v_deq, table, torch.arange(B), lens, 0.125)
     q = pool.rotate(q).contiguous()                 # the kernel reads the stored (rotated) vectors
     k_bits, v_bits = decode_attention_cpu.cache_bits(pool.k_buffer[0]), decode_attention_cpu.cache_bits(pool.v_buffer[0])
-    scales = (pool.k_scale[0].numpy(), pool.v_scale[0].numpy())
+    scales = (decode_attention_cpu.cache_bits(pool.k_scale[0]), decode_attention_cpu.cache_bits(pool.v_scale[0]))
     for parallel in (False, True):
         out = decode_attention_cpu.decode_attention_arrays(q.numpy(), k_bits, v_bits, table.numpy(),
                                                            np.arange(B), lens.numpy(), 0.125, parallel=parallel,

@@ -177,7 +177,7 @@ def test_a_thread_runs_the_kernel_on_as_many_threads_as_torch_uses():
 def test_bad_inputs_are_named():
     k = torch.zeros(8, 2, 16)
     table = torch.zeros(2, 8, dtype=torch.int32)
-    with pytest.raises(TypeError, match="float32 or bfloat16"):
+    with pytest.raises(TypeError, match="float32, bfloat16, int8 or float8_e4m3fn cache, got torch.float16"):
         decode_attention_cpu(torch.zeros(1, 2, 16, dtype=torch.float16), k.half(), k.half(), table,
                              torch.tensor([0]), torch.tensor([1]), 1.0)
     with pytest.raises(ValueError, match="multiple of Hkv"):

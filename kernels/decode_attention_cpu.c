@@ -34,6 +34,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #define CHUNK 256      /* columns per job (as the numba kernel) */
 #define MAX_D 256      /* head dims up to this, multiples of 16 */
@@ -44,7 +47,6 @@ typedef float vf __attribute__((vector_size(64)));
 typedef int32_t vi __attribute__((vector_size(64)));
 typedef uint32_t vu __attribute__((vector_size(64)));
 typedef uint16_t vh __attribute__((vector_size(32)));
-typedef int8_t vb8 __attribute__((vector_size(16)));
 
 static inline vf vload(const float *p) {
     vf v;
@@ -199,6 +201,56 @@ static void fill_fp8_values(void) {
     fp8_ready = 1;
 }
 
+/* 16 int8 values -> 16 float32 (sign-extend, convert: one instruction each with AVX-512, two with AVX2) */
+static inline vf widen_i8(const void *src) {
+    vf x;
+#if defined(__AVX512F__)
+    const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)src)));
+    memcpy(&x, &f, sizeof x);
+#elif defined(__AVX2__)
+    const __m128i b = _mm_loadu_si128((const __m128i *)src);
+    const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+    const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
+    memcpy(&x, &lo, 32);
+    memcpy((char *)&x + 32, &hi, 32);
+#else
+    const int8_t *b = (const int8_t *)src;
+    for (int l = 0; l < 16; l++)
+        x[l] = (float)b[l];
+#endif
+    return x;
+}
+
+/* 16 bytes -> 16 int32 (zero-extended) */
+static inline vi widen_u8(const void *src) {
+    vi w;
+#if defined(__AVX512F__)
+    const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)src));
+    memcpy(&w, &v, sizeof w);
+#elif defined(__AVX2__)
+    const __m128i b = _mm_loadu_si128((const __m128i *)src);
+    const __m256i lo = _mm256_cvtepu8_epi32(b), hi = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+    memcpy(&w, &lo, 32);
+    memcpy((char *)&w + 32, &hi, 32);
+#else
+    const uint8_t *u = (const uint8_t *)src;
+    for (int l = 0; l < 16; l++)
+        w[l] = u[l];
+#endif
+    return w;
+}
+
+/* 16 float8 e4m3 bytes -> 16 float32 (fp8_values' values, by bit arithmetic): a normal byte's exponent and
+ * mantissa move into a float's, the exponent rebased by 127 - 7; a subnormal one (exponent 0) is m * 2^-9. The
+ * byte 0x7F (NaN) is never stored: values are clamped to +-448 first. */
+static inline vf widen_fp8(const void *src) {
+    const vi w = widen_u8(src), mag = w & 0x7F, m = w & 7;
+    const vi normal = (mag << 20) + (120 << 23);
+    const vf sub = __builtin_convertvector(m, vf) * vsplat(1.f / 512.f);
+    vf x = vselect((w & 0x78) == 0, sub, (vf)normal);
+    return (vf)((vi)x | ((w & 0x80) << 24));
+}
+
 /* one slot of a quantized pool, every KV head, to float32: dst[h * D + d] = value(src[h][d]) * scale[h] */
 static inline __attribute__((always_inline)) void dequant_slot(const Call *c, const char *buf,
                                                                 const uint16_t *scales, int32_t slot, float *dst) {
@@ -211,17 +263,8 @@ static inline __attribute__((always_inline)) void dequant_slot(const Call *c, co
         memcpy(&s1, &bits, 4);
         const vf s = vsplat(s1);
         for (int d = 0; d < D; d += 16) {
-            vf x;
-            if (c->quant == 1) {
-                vb8 w;
-                memcpy(&w, src + (size_t)h * D + d, sizeof w);
-                x = __builtin_convertvector(__builtin_convertvector(w, vi), vf);   /* vpmovsxbd, vcvtdq2ps */
-            } else {
-                const uint8_t *u = (const uint8_t *)src + (size_t)h * D + d;
-                for (int l = 0; l < 16; l++)
-                    x[l] = fp8_values[u[l]];
-            }
-            vstore(dst + (size_t)h * D + d, x * s);
+            const void *p = src + (size_t)h * D + d;
+            vstore(dst + (size_t)h * D + d, (c->quant == 1 ? widen_i8(p) : widen_fp8(p)) * s);
         }
     }
 }

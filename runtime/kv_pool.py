@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import torch
 
+from sglite.kernels import kv_quant_cpu
+
 KV_CACHE_DTYPES = ("auto", "bf16", "int8", "fp8_e4m3")
 _STORAGE = {"bf16": torch.bfloat16, "int8": torch.int8, "fp8_e4m3": torch.float8_e4m3fn}
 _QMAX = {"int8": 127.0, "fp8_e4m3": 448.0}
@@ -56,6 +58,7 @@ class KVPool:
         # quantized pools store keys rotated by an orthonormal R (q . k = qR . kR): a few large channels of a
         # key spread over all of its head's values, so one scale per head loses far less of the small ones
         self.key_rotation = rotation(head_dim, device) if self.quantized else None
+        self._kernel_views = None      # numpy views for the CPU quantize-store kernel (made on first store)
 
     @property
     def quantized(self) -> bool:
@@ -78,25 +81,24 @@ class KVPool:
     def nbytes(self) -> int:
         return self.bytes_per_slot * self.num_slots
 
-    def _quantize(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x [..., D] float32 (already rotated) -> (stored [..., D], scale [...] bfloat16). The scale is rounded
-        to bfloat16 first (up: absmax / qmax times 1 + 2^-8 rounds to no less) and the values divided by the
-        rounded one, so reading back multiplies by exactly the scale they were made with."""
-        amax = x.abs().amax(-1, keepdim=True)
-        scale = torch.where(amax > 0, amax * ((1 + 2 ** -8) / self.qmax), 1.0).to(torch.bfloat16)
-        y = torch.div(x, scale.float()).clamp_(-self.qmax, self.qmax)
-        if self.k_buffer.dtype == torch.int8:
-            y = y.round_()
-        return y.to(self.k_buffer.dtype), scale[..., 0]
-
     def store(self, layer: int, slots: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """Writes k, v [n, H, D] (any float dtype) at `slots` [n] of `layer`."""
         if not self.quantized:
             self.k_buffer[layer].index_copy_(0, slots, k.to(self.k_buffer.dtype))
             self.v_buffer[layer].index_copy_(0, slots, v.to(self.v_buffer.dtype))
             return
-        kv = self.rotate(torch.stack([k, v]).float())            # [2, n, H, D]: K and V in one pass of ops
-        q, s = self._quantize(kv)
+        if self.k_buffer.device.type == "cpu" and kv_quant_cpu.available():
+            if self._kernel_views is None:
+                self._kernel_views = (_raw(self.k_buffer).view(torch.uint8).numpy(),
+                                      _raw(self.v_buffer).view(torch.uint8).numpy(),
+                                      self.k_scale.view(torch.int16).numpy(), self.v_scale.view(torch.int16).numpy(),
+                                      self.key_rotation.contiguous().numpy())
+            kb, vb, ks, vs, rot = self._kernel_views
+            kv_quant_cpu.quantize_store(k.float().contiguous().numpy(), v.float().contiguous().numpy(), rot,
+                                        slots.numpy(), kb[layer], vb[layer], ks[layer], vs[layer], self.qmax)
+            return
+        # [2, n, H, D]: K and V in one pass of ops
+        q, s = kv_quant_cpu.quantize_ref(torch.stack([k, v]), self.key_rotation, self.qmax, self.k_buffer.dtype)
         _raw(self.k_buffer[layer]).index_copy_(0, slots, _raw(q[0]))
         _raw(self.v_buffer[layer]).index_copy_(0, slots, _raw(q[1]))
         self.k_scale[layer].index_copy_(0, slots, s[0])

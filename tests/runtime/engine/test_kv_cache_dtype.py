@@ -159,3 +159,23 @@ def test_real_model_top1_agrees_with_the_plain_cache_over_long_texts(real_model,
         # float8 e4m3 keeps 3 mantissa bits: ~96% on this 135M model, short of the 99% int8 reaches; held to
         # what it measures so that a regression shows
         assert agree >= 0.95 * total
+
+
+@pytest.mark.parametrize("kv", QUANTIZED)
+@pytest.mark.skipif(not decode_attention_cpu.quantized_supported(), reason="needs the C decode kernel")
+def test_c_kernel_decodes_every_byte_as_torch_does(kv):
+    """One cached token attended: the output is its value vector, so a value row holding all 256 byte codes (the
+    float8 NaNs, never stored, left out) reads back through the kernel exactly as torch converts them."""
+    pool = KVPool(1, 2, 4, 64, torch.float32, kv_cache_dtype=kv)
+    codes = torch.arange(256, dtype=torch.uint8)
+    if kv == "fp8_e4m3":
+        codes[[0x7F, 0xFF]] = 0
+    pool.v_buffer.view(torch.uint8)[0, 1] = codes.view(4, 64)
+    pool.v_scale[0, 1] = 1.0
+    expect = (codes.view(pool.v_buffer.dtype).float() if kv == "fp8_e4m3" else codes.view(torch.int8).float())
+    q = torch.zeros(1, 4, 64)
+    bits = [decode_attention_cpu.cache_bits(t[0]) for t in (pool.k_buffer, pool.v_buffer, pool.k_scale, pool.v_scale)]
+    out = decode_attention_cpu.decode_attention_arrays(q.numpy(), bits[0], bits[1], np.array([[1]], np.int32),
+                                                       np.zeros(1, np.int64), np.ones(1, np.int64), 1.0,
+                                                       scales=(bits[2], bits[3]))[0]
+    assert torch.equal(torch.from_numpy(out).view(-1), expect)

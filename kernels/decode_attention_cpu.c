@@ -12,6 +12,8 @@
  *                          Hq % Hk == 0
  *   ks, vs   [S][Hk]       bfloat16 bits of the quantized pool's scales, one per slot and KV head (unread
  *                          otherwise)
+ *   rot      [D][D]        NULL, or the rotation the pool's vectors are stored under (orthonormal, symmetric):
+ *                          q is taken times it, the output given back times it (q R . k R = q . k)
  *   table    [*][ld]       int32 slots per table row; rows[b] is entry b's table row
  *   seq_lens [B]           entry b attends over columns start .. seq_lens[b]-1 (at least one)
  *   out      [B][Hq][D]    float32, normalised; lse_max, lse_sum [B][Hq]: each head's score max and sum of
@@ -175,6 +177,8 @@ typedef struct {
     const float *q;
     const char *k, *v;
     const uint16_t *ks, *vs;       /* quantized pools: [S][Hk] bfloat16 scales */
+    const float *rot;              /* [D][D] orthonormal, symmetric: the pool's vectors are stored times it (NULL:
+                                    * not rotated); queries are rotated on the way in, outputs back on the way out */
     int elem, quant;
     const int32_t *table;
     int64_t ld;
@@ -430,6 +434,13 @@ static void run_job(const Call *c, int64_t b0, int64_t b1, int64_t chunk, float 
                     memcpy(&u, qrow + d, 4);
                     qb[d] = (uint16_t)(u >> 16);
                 }
+            } else if (c->rot) {
+                for (int d = 0; d < D; d++) {
+                    float acc = 0.f;
+                    for (int e = 0; e < D; e++)
+                        acc += qrow[e] * c->rot[(size_t)e * D + d];
+                    qs[(size_t)nq * D + d] = acc * c->scale;
+                }
             } else {
                 const int perm = permuted(c);
                 for (int d = 0; d < D; d++)
@@ -475,6 +486,16 @@ static void merge(const Call *c, int64_t b, int kh, float *out, float *lse_max, 
         const float inv = 1.f / total;
         for (int d = 0; d < D; d++)
             o[d] *= inv;
+        if (c->rot) {
+            float t[MAX_D];
+            memcpy(t, o, (size_t)D * sizeof(float));
+            for (int d = 0; d < D; d++) {
+                float acc = 0.f;
+                for (int e = 0; e < D; e++)
+                    acc += t[e] * c->rot[(size_t)e * D + d];
+                o[d] = acc;
+            }
+        }
         lse_max[(size_t)b * c->Hq + h] = m;
         lse_sum[(size_t)b * c->Hq + h] = total;
     }
@@ -482,8 +503,8 @@ static void merge(const Call *c, int64_t b, int kh, float *out, float *lse_max, 
 
 /* See the top of this file. Returns 0; -1 when out of memory or given shapes it does not take (D not a multiple
  * of 16 or above MAX_D, elem not 2 or 4), with out untouched. */
-int attn_decode(const float *q, const void *k, const void *v, const uint16_t *ks, const uint16_t *vs, int elem,
-                int quant, const int32_t *table, int64_t ld, const int64_t *rows, const int64_t *seq_lens, int64_t B,
+int attn_decode(const float *q, const void *k, const void *v, const uint16_t *ks, const uint16_t *vs,
+                const float *rot, int elem, int quant, const int32_t *table, int64_t ld, const int64_t *rows, const int64_t *seq_lens, int64_t B,
                 int Hq, int Hk, int D, int64_t start, float scale, float softcap, float *out, float *lse_max,
                 float *lse_sum, int nthreads) {
     if (D % 16 || D > MAX_D || D <= 0 || Hk <= 0 || Hq % Hk || (quant == 0 && elem != 2 && elem != 4)
@@ -534,7 +555,7 @@ int attn_decode(const float *q, const void *k, const void *v, const uint16_t *ks
                 job_run[2 * j + 1] = ch;
             }
         const size_t parts = (size_t)B * Hk * max_chunks * G;
-        Call c = {q, (const char *)k, (const char *)v, ks, vs, elem, quant, table, ld, rows, seq_lens, Hq, Hk, D,
+        Call c = {q, (const char *)k, (const char *)v, ks, vs, rot, elem, quant, table, ld, rows, seq_lens, Hq, Hk, D,
                   start, scale, softcap, max_chunks, scratch, scratch + parts * D, scratch + parts * (D + 1)};
 #pragma omp parallel num_threads(nthreads) if (nthreads > 1)
         {

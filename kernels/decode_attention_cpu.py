@@ -47,8 +47,8 @@ def available() -> bool:
 def _declare(lib: ctypes.CDLL) -> None:
     p, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     f32 = ctypes.c_float
-    lib.attn_decode.argtypes = [p, p, p, p, p, i32, i32, p, i64, p, p, i64, i32, i32, i32, i64, f32, f32, p, p, p,
-                                i32]
+    lib.attn_decode.argtypes = [p, p, p, p, p, p, i32, i32, p, i64, p, p, i64, i32, i32, i32, i64, f32, f32, p, p,
+                                p, i32]
     lib.attn_decode.restype = i32
 
 
@@ -69,10 +69,10 @@ def native_kernel():
             fn = lib.attn_decode
 
             @numba.njit
-            def call(q, k_bits, v_bits, k_scale, v_scale, quant, table, rows, seq_lens, start, scale, softcap, out,
-                     lse_max, lse_sum, threads):
+            def call(q, k_bits, v_bits, k_scale, v_scale, rot, quant, table, rows, seq_lens, start, scale, softcap,
+                     out, lse_max, lse_sum, threads):
                 return fn(q.ctypes.data, k_bits.ctypes.data, v_bits.ctypes.data, k_scale.ctypes.data,
-                          v_scale.ctypes.data, k_bits.itemsize, quant, table.ctypes.data, table.shape[1],
+                          v_scale.ctypes.data, rot.ctypes.data * (rot.shape[0] > 1), k_bits.itemsize, quant, table.ctypes.data, table.shape[1],
                           rows.ctypes.data, seq_lens.ctypes.data, q.shape[0], q.shape[1], k_bits.shape[1],
                           q.shape[2], start, scale, softcap, out.ctypes.data, lse_max.ctypes.data,
                           lse_sum.ctypes.data, threads)
@@ -322,7 +322,7 @@ def warm_up() -> None:
         q = np.zeros((1, 1, 16), np.float32)
         bits = np.zeros((1, 1, 16), np.int16)
         arrays = (np.empty_like(q), np.empty((1, 1), np.float32), np.empty((1, 1), np.float32))
-        native(q, bits, bits, _NO_SCALES, _NO_SCALES, np.int32(0), np.zeros((1, 1), np.int32),
+        native(q, bits, bits, _NO_SCALES, _NO_SCALES, _NO_ROTATION, np.int32(0), np.zeros((1, 1), np.int32),
                np.zeros(1, np.int64), np.ones(1, np.int64), np.int64(0), np.float32(1.0), np.float32(0.0), *arrays,
                np.int32(1))
 
@@ -335,6 +335,7 @@ def parallel_worth_it(seq_lens: np.ndarray, start: int, kv_heads: int) -> bool:
 
 QUANT_CODES = {np.dtype(np.int8): 1, np.dtype(np.uint8): 2}    # cache bits dtype -> the C kernel's `quant`
 _NO_SCALES = np.zeros((1, 1), np.int16)      # bfloat16 bits, unread without quantization
+_NO_ROTATION = np.zeros((1, 1), np.float32)  # a [1, 1] rotation: none (the kernel gets NULL)
 
 
 def cache_bits(cache: torch.Tensor) -> np.ndarray:
@@ -357,7 +358,7 @@ def quantized_supported() -> bool:
 def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray, req_to_token: np.ndarray,
                             req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float, start: int = 0,
                             parallel: bool | None = None, softcap: float | None = None,
-                            scales: tuple[np.ndarray, np.ndarray] | None = None
+                            scales: tuple[np.ndarray, np.ndarray] | None = None, rotation: np.ndarray | None = None
                             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The unchecked kernel call over numpy arrays: q [B, Hq, D] float32 contiguous, k/v bits from
     cache_bits(); attends over columns start..seq_lens[b]-1 (each request must have one). Returns
@@ -380,7 +381,7 @@ def decode_attention_arrays(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarra
         if parallel is None:
             parallel = parallel_worth_it(seq_lens, start, k_bits.shape[1]) and match_torch_threads() > 1
         decode_attention_into(q, k_bits, v_bits, req_to_token, req_pool_indices, seq_lens, scale, out, parallel,
-                              start, softcap, scales)
+                              start, softcap, scales, rotation)
     return out
 
 
@@ -388,21 +389,26 @@ def decode_attention_into(q: np.ndarray, k_bits: np.ndarray, v_bits: np.ndarray,
                           req_pool_indices: np.ndarray, seq_lens: np.ndarray, scale: float,
                           out: tuple[np.ndarray, np.ndarray, np.ndarray], parallel: bool,
                           start: int = 0, softcap: float | None = None,
-                          scales: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                          scales: tuple[np.ndarray, np.ndarray] | None = None,
+                          rotation: np.ndarray | None = None) -> np.ndarray:
     """decode_attention_arrays into caller-owned arrays `out` = (out [B, Hq, D] float32, score max [B, Hq], sum
     of exp [B, Hq]), B >= 1, for a caller that makes them once per pass and calls once per layer (the
     allocations cost about what the kernel's arithmetic does on a short context). Returns out[0]. A quantized
-    cache (int8 / uint8 bits) comes with `scales` = (k_scale, v_scale), each [S, Hkv] bfloat16 bits (int16)."""
+    cache (int8 / uint8 bits) comes with `scales` = (k_scale, v_scale), each [S, Hkv] bfloat16 bits (int16), and
+    `rotation` [D, D] float32, the rotation its vectors are stored under (q and the output are turned by it in
+    the kernel; C kernel only)."""
     native = native_kernel()
     cap = np.float32(softcap or 0.0)
     quant = QUANT_CODES.get(k_bits.dtype, 0)
-    if quant and (native is None or q.shape[2] % 16 or q.shape[2] > MAX_NATIVE_HEAD_DIM or scales is None):
+    if (quant or rotation is not None) and (native is None or q.shape[2] % 16 or q.shape[2] > MAX_NATIVE_HEAD_DIM
+                                            or (quant and scales is None)):
         raise TypeError("a quantized KV cache needs the C decode kernel (head dims a multiple of 16 up to "
                         f"{MAX_NATIVE_HEAD_DIM}) and its scales")
     if native is not None and q.shape[2] % 16 == 0 and q.shape[2] <= MAX_NATIVE_HEAD_DIM:
         threads = torch.get_num_threads() if parallel else 1    # the C kernel takes its count per call
         ks, vs = scales if quant else (_NO_SCALES, _NO_SCALES)
-        if native(q, k_bits, v_bits, ks, vs, np.int32(quant), req_to_token, req_pool_indices, seq_lens,
+        rot = _NO_ROTATION if rotation is None else np.ascontiguousarray(rotation, np.float32)
+        if native(q, k_bits, v_bits, ks, vs, rot, np.int32(quant), req_to_token, req_pool_indices, seq_lens,
                   np.int64(start), np.float32(scale), cap, out[0], out[1], out[2], np.int32(threads)) != 0:
             raise MemoryError(f"decode attention: out of memory for {q.shape[0]} query rows")
         return out[0]
@@ -456,7 +462,8 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
                            v_bits: np.ndarray, req_to_token: np.ndarray, req_pool_indices: np.ndarray,
                            seq_lens: np.ndarray, scale: float, prefix_slots: torch.Tensor | None = None,
                            parallel: bool | None = None, softcap: float | None = None,
-                           scales: tuple[np.ndarray, np.ndarray] | None = None) -> torch.Tensor:
+                           scales: tuple[np.ndarray, np.ndarray] | None = None,
+                           rotation: np.ndarray | None = None) -> torch.Tensor:
     """Unchecked: the kernel over each request's columns after `prefix_slots` (all of them when None), merged
     with the cascade GEMM over `prefix_slots` [P] that every request starts with (not with `softcap`, which the
     cascade does not apply). k/v bits from cache_bits() of k_cache/v_cache; index arrays as in
@@ -468,7 +475,7 @@ def paged_decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torc
         raise ValueError("the shared-prefix cascade reads an unquantized cache; pass prefix_slots=None")
     parts = decode_attention_arrays(q.float().contiguous().numpy(), k_bits, v_bits, req_to_token,
                                     req_pool_indices, seq_lens, scale, start=start, parallel=parallel,
-                                    softcap=softcap, scales=scales)
+                                    softcap=softcap, scales=scales, rotation=rotation)
     out = torch.from_numpy(parts[0])
     if start:
         out = merge_attention(shared_prefix_attention(q, k_cache, v_cache, prefix_slots, scale),

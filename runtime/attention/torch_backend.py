@@ -129,6 +129,8 @@ class TorchAttentionBackend(AttentionBackend):
             self._scales = ([(decode_attention_cpu.cache_bits(ks), decode_attention_cpu.cache_bits(vs))
                              for ks, vs in zip(kv_pool.k_scale, kv_pool.v_scale)]
                             if kv_pool.quantized else [None] * len(self._k_bits))
+            # and the rotation its vectors are stored under: the kernel turns queries and outputs by it
+            self._rotation = kv_pool.key_rotation.numpy() if kv_pool.key_rotation is not None else None
             decode_attention_cpu.warm_up()
         native = paged_decode and decode_attention_cpu.native_kernel() is not None
         self.row_invariant = bool(row_invariant and paged_decode)
@@ -260,16 +262,12 @@ class TorchAttentionBackend(AttentionBackend):
         """q: [Bd, Hq, D] one query per request -> [Bd, Hq, D]."""
         if self.paged_decode is not None:
             rows = self._paged_rows(m, window, softcap)
-            pool = self.kv_pool
-            if pool.key_rotation is not None:     # a quantized pool stores K and V rotated: so are q and the output
-                out = self._decode_into(pool.rotate(q.float()).contiguous(), layer_id, m, rows, scale, softcap)
-                return pool.rotate(out).to(q.dtype)
             if rows.prefix_slots is None and q.dtype == torch.float32 and q.is_contiguous():
                 return self._decode_into(q, layer_id, m, rows, scale, softcap)
             return self.paged_decode(q, self.kv_pool.k_buffer[layer_id], self.kv_pool.v_buffer[layer_id],
                                      self._k_bits[layer_id], self._v_bits[layer_id], rows.table, rows.req_rows,
                                      rows.seq_lens, scale, rows.prefix_slots, rows.parallel, softcap=softcap,
-                                     scales=self._scales[layer_id])
+                                     scales=self._scales[layer_id], rotation=self._rotation)
         pool = self.kv_pool
         # padded key columns gather slot 0; their weights are 0 after softmax, but 0 * NaN would poison the row,
         # and padding writes may have left anything there
@@ -301,7 +299,7 @@ class TorchAttentionBackend(AttentionBackend):
         decode_attention_cpu.decode_attention_into(m.decode_q[1], self._k_bits[layer_id], self._v_bits[layer_id],
                                                    rows.table, rows.req_rows, rows.seq_lens, scale,
                                                    m.decode_out[0], rows.parallel, softcap=softcap,
-                                                   scales=self._scales[layer_id])
+                                                   scales=self._scales[layer_id], rotation=self._rotation)
         return m.decode_out[1]
 
 

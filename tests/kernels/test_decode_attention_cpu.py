@@ -215,11 +215,12 @@ def test_shared_prefix_cascade_matches_reference(dtype, atol, prefix_path, monke
 
 
 @pytest.mark.parametrize("march", ["haswell", "x86-64"])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, "int8", "fp8_e4m3"])
 def test_c_kernel_builds_for_other_cpus_match_reference(kernel, march, dtype):
     """The C kernel as an AVX2 machine (haswell: two 256-bit registers per vector of 16) and a plain x86-64 one
     (SSE2) build it, against the reference, and a row's bits alone and beside its draft rows; a build this CPU
-    cannot run is skipped."""
+    cannot run is skipped. One-byte caches (a KVPool's bytes, scales and rotation) against the reference over
+    the values they read back as."""
     if kernel != "native":
         pytest.skip("builds the C kernel itself")
     from sglite.kernels.native import cpu_flags_line
@@ -228,25 +229,38 @@ def test_c_kernel_builds_for_other_cpus_match_reference(kernel, march, dtype):
     lib = dac._NATIVE.build(march)
     g = torch.Generator().manual_seed(7)
     S, Hk, D, Hq = 2048, 3, 64, 9
-    k_cache = torch.randn(S, Hk, D, generator=g).to(dtype)
-    v_cache = torch.randn(S, Hk, D, generator=g).to(dtype)
+    k_cache = torch.randn(S, Hk, D, generator=g)
+    v_cache = torch.randn(S, Hk, D, generator=g)
+    if isinstance(dtype, str):
+        from sglite.runtime.kv_pool import KVPool
+        pool = KVPool(1, S, Hk, D, torch.float32, kv_cache_dtype=dtype)
+        pool.store(0, torch.arange(S), k_cache, v_cache)
+        k_cache, v_cache = pool.k_buffer[0], pool.v_buffer[0]
+        scales = [cache_bits(pool.k_scale[0]), cache_bits(pool.v_scale[0])]
+        rot, quant = pool.key_rotation.numpy(), dac.QUANT_CODES[cache_bits(k_cache).dtype]
+        k_ref, v_ref = (x.float() for x in pool.layer(0))
+    else:
+        k_cache, v_cache = k_cache.to(dtype), v_cache.to(dtype)
+        scales, rot, quant = [np.zeros(1, np.int16)] * 2, None, 0
+        k_ref, v_ref = k_cache.float(), v_cache.float()
     table = torch.randperm(S, generator=g).to(torch.int32).view(4, -1).contiguous()
     rows = torch.tensor([0, 0, 0, 2, 3])
     seq = torch.tensor([300, 301, 302, 17, 512])
-    q = torch.randn(5, Hq, D, generator=g).to(dtype).float()      # bf16-exact queries, as the runtime's
+    q = torch.randn(5, Hq, D, generator=g).bfloat16().float()     # bf16-exact queries, as the runtime's
 
     def call(idx):
         qq = q[idx].contiguous().numpy()
         out = (np.empty_like(qq), np.empty(qq.shape[:2], np.float32), np.empty(qq.shape[:2], np.float32))
         r, s = rows[idx].numpy().copy(), seq[idx].numpy().copy()
         kb, vb, tb = cache_bits(k_cache), cache_bits(v_cache), table.numpy()
-        assert lib.attn_decode(qq.ctypes.data, kb.ctypes.data, vb.ctypes.data, kb.itemsize, tb.ctypes.data,
-                               tb.shape[1], r.ctypes.data, s.ctypes.data, len(r), Hq, Hk, D, 0, 0.125, 0.0,
-                               out[0].ctypes.data, out[1].ctypes.data, out[2].ctypes.data, 2) == 0
+        assert lib.attn_decode(qq.ctypes.data, kb.ctypes.data, vb.ctypes.data, scales[0].ctypes.data,
+                               scales[1].ctypes.data, None if rot is None else rot.ctypes.data, kb.itemsize, quant,
+                               tb.ctypes.data, tb.shape[1], r.ctypes.data, s.ctypes.data, len(r), Hq, Hk, D, 0,
+                               0.125, 0.0, out[0].ctypes.data, out[1].ctypes.data, out[2].ctypes.data, 2) == 0
         return out[0]
 
     together = call(list(range(5)))
-    ref = decode_attention_torch(q, k_cache.float(), v_cache.float(), table, rows, seq, 0.125)
+    ref = decode_attention_torch(q, k_ref, v_ref, table, rows, seq, 0.125)
     torch.testing.assert_close(torch.from_numpy(together), ref, atol=2e-5, rtol=1e-4)
     for i in range(5):
         assert np.array_equal(call([i])[0], together[i]), i

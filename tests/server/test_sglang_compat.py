@@ -73,7 +73,7 @@ def test_no_effect_fields_are_accepted(http):
     assert r.status_code == 200, r.text
 
 
-@pytest.mark.parametrize("field,value", [("image_data", "http://x/cat.png"), ("lora_path", "adapter"),
+@pytest.mark.parametrize("field,value", [("image_data", "http://x/cat.png"),
                                          ("return_hidden_states", True), ("token_ids_logprob", [1, 2]),
                                          ("custom_logit_processor", "x"), ("cache_salt", "s"),
                                          ("data_parallel_rank", 1), ("session_params", {"id": "x"})])
@@ -82,6 +82,13 @@ def test_unsupported_fields_are_refused_by_name(http, field, value):
     assert r.status_code == 400
     err = r.json()["error"]
     assert err["param"] == field and field in err["message"]
+
+
+def test_an_adapter_this_server_has_not_loaded_is_refused_by_name(http):
+    r = gen(http, lora_path="adapter")
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["param"] == "lora_path" and "no LoRA adapter named 'adapter'" in err["message"]
 
 
 def test_unknown_field_is_refused(http):

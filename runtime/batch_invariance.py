@@ -93,6 +93,19 @@ def fixed_tile_rows(layer) -> int | None:
     return _probed[key]
 
 
+def row_independent(layer) -> "Linear":
+    """`layer` so called that each row comes out the same bits whatever rows share its calls, for a layer that
+    computes decode and prefill rows alike (a LoRA factor): itself where any call is row-independent, padded to
+    its minimum row count (PaddedRows), in tiles of a fixed count (RowTiles), or one row a call (RowTiles of 1,
+    row-independent by construction) where the probes find neither."""
+    m = min_independent_rows(layer)
+    if m == 1:
+        return layer
+    if m is not None:
+        return PaddedRows(layer, m)
+    return RowTiles(layer, fixed_tile_rows(layer) or 1)
+
+
 class RowTiles:
     """`inner` called only with exactly `rows` rows (the last tile padded with zero rows, their results dropped),
     for a kernel that computes a row alike in every call of that size (fixed_tile_rows)."""

@@ -14,14 +14,23 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 
-from ..batch_invariance import row_independent
+from ..batch_invariance import PROBE_TOTAL, RowTiles, row_independent
 from ..linear import DenseLinear
 from .adapter import LoraAdapter
 
+
 def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """(x @ a.T) @ b.T in float32 for x [n, in] (any float dtype), a [R, in], b [out, R] -> [n, out]."""
-    return row_independent(DenseLinear(b))(row_independent(DenseLinear(a))(x.float()))
+    la, lb = row_independent(DenseLinear(a)), row_independent(DenseLinear(b))
+    n = x.shape[0]
+    if isinstance(la, RowTiles) or isinstance(lb, RowTiles) or n > PROBE_TOTAL:
+        return lb(la(x.float()))
+    # both take any call of their minimum rows or more: pad once (zero rows stay zero through both), slice once
+    m = max(getattr(la, "min_rows", 1), getattr(lb, "min_rows", 1))
+    xp = x.float() if n >= m else F.pad(x.float(), (0, 0, 0, m - n))
+    return F.linear(F.linear(xp, a), b)[:n]
 
 
 class LoraBatch:
@@ -61,9 +70,4 @@ class LoraBatch:
             if f is None:
                 continue
             d = lora_delta(x[rows], f.a, f.b)
-            if y.dtype == torch.float32:
-                y[rows] += d
-            elif isinstance(rows, slice):
-                y[rows] = (y[rows].float() + d).to(y.dtype)
-            else:
-                y.index_copy_(0, rows, (y.index_select(0, rows).float() + d).to(y.dtype))
+            y[rows] += d          # in float32 (the promoted type), rounded once into y's dtype

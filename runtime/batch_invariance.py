@@ -74,20 +74,20 @@ def min_independent_rows(layer) -> int | None:
 TILE_ROWS = (64, 32, 16)   # fixed call sizes tried, largest first, for a layer no row count makes row-independent
 
 
-def fixed_tile_rows(layer) -> int | None:
-    """The first tile T of TILE_ROWS such that a row computed in a call of exactly T rows comes out the same bits
+def fixed_tile_rows(layer, sizes: tuple[int, ...] = TILE_ROWS) -> int | None:
+    """The first tile T of `sizes` (default TILE_ROWS) such that a row computed in a call of exactly T rows comes out the same bits
     at every position of the call and whatever rows share it, or None. AMX's bfloat16 matmul (oneDNN) computes a
     row differently as the call's row count changes, so no minimum row count helps it (min_independent_rows is
     None), yet at one fixed count every row takes the same path: RowTiles then makes it row-independent.
     Measured once per process for each class, dtype and shape, like min_independent_rows."""
-    key = ("tile", type(layer).__name__, layer.dtype, layer.out_features, layer.in_features)
+    key = ("tile", type(layer).__name__, layer.dtype, layer.out_features, layer.in_features, sizes)
     if key not in _probed:
         g = torch.Generator().manual_seed(1)
         _probed[key] = None
-        for t in TILE_ROWS:
+        for t in sizes:
             x = torch.randn(2 * t, layer.in_features, generator=g).to(layer.dtype)
             ref = layer(x[:t])
-            if all(torch.equal(layer(x[a:a + t])[:t - a], ref[a:]) for a in (1, 3, t // 2, t - 1)):
+            if all(torch.equal(layer(x[a:a + t])[:t - a], ref[a:]) for a in {1, 3 % t, t // 2, t - 1} if a):
                 _probed[key] = t
                 break
     return _probed[key]

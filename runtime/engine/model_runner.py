@@ -78,7 +78,7 @@ class ModelRunner:
         fb = ForwardBatch.build(token_lists, prefix_lens, rows, batch.out_cache_loc, req_to_token,
                                 logits_indices=torch.tensor(indices, dtype=torch.int64), num_prefill=batch.num_prefill)
         if any(r.lora is not None for r in batch.reqs):
-            fb.lora = LoraBatch.build([r.lora for r in batch.reqs], batch.extend_lens)
+            fb.lora = LoraBatch.build([r.lora for r in batch.reqs], batch.extend_lens, fb.decode_from)
         logits = self.net.forward(fb, self.attn)
         self.forward_passes += 1
         return ForwardOutput(logits, sample_rows, prompt_rows, prompt_first)

@@ -5,9 +5,14 @@ rows get `y += (x @ A.T) @ B.T` with that adapter's factors (S-LoRA / Punica's g
 adapter present). Rows of the base get nothing added.
 
 Batch invariance: a row's delta must come out the same bits whatever rows share the pass. Both products run in
-float32 through runtime/batch_invariance.py's row_independent: each factor's matmul is probed once per shape in
-the process and called as the probe allows (any call; calls padded to a minimum row count; fixed tiles; one row
-a call). The delta is added to the row's output in float32 and rounded once to the output's dtype.
+float32, each factor's matmul called as runtime/batch_invariance.py's per-shape probes allow. The rule depends on
+the row's phase, which its request decides, never on the pass: prefill rows through row_independent (any call,
+or calls padded to a minimum row count, ...); decode rows (a request's next token and its drafts, a handful per
+adapter) in calls of exactly DECODE_TILE_ROWS rows where that is position-invariant (zero rows pad the call),
+which costs a step with many adapters far less than padding each adapter's one row to the prefill minimum. The
+delta is added to the row's output in float32 and rounded once to the output's dtype. (A retracted request's
+generated tokens are recomputed as prefill rows: as with the weight plan's separate decode formats, those keys
+may differ in the last bits from the first time.)
 """
 from __future__ import annotations
 
@@ -16,15 +21,27 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from ..batch_invariance import PROBE_TOTAL, RowTiles, row_independent
+from ..batch_invariance import PROBE_TOTAL, RowTiles, fixed_tile_rows, row_independent
 from ..linear import DenseLinear
 from .adapter import LoraAdapter
 
 
-def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """(x @ a.T) @ b.T in float32 for x [n, in] (any float dtype), a [R, in], b [out, R] -> [n, out]."""
-    la, lb = row_independent(DenseLinear(a)), row_independent(DenseLinear(b))
+DECODE_TILE_ROWS = 4
+
+
+def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor, decode: bool = False) -> torch.Tensor:
+    """(x @ a.T) @ b.T in float32 for x [n, in] (any float dtype), a [R, in], b [out, R] -> [n, out], the calls
+    made by the rule of the rows' phase (decode rows: `decode`)."""
+    la, lb = DenseLinear(a), DenseLinear(b)
     n = x.shape[0]
+    if decode:
+        ta, tb = fixed_tile_rows(la, (DECODE_TILE_ROWS,)), fixed_tile_rows(lb, (DECODE_TILE_ROWS,))
+        if ta and tb:   # pad once to whole tiles (zero rows stay zero through both)
+            xp = x.float() if n % ta == 0 else F.pad(x.float(), (0, 0, 0, -n % ta))
+            if xp.shape[0] == ta:
+                return F.linear(F.linear(xp, a), b)[:n]
+            return torch.cat([F.linear(F.linear(xp[i:i + ta], a), b) for i in range(0, xp.shape[0], ta)])[:n]
+    la, lb = row_independent(la), row_independent(lb)
     if isinstance(la, RowTiles) or isinstance(lb, RowTiles) or n > PROBE_TOTAL:
         return lb(la(x.float()))
     # both take any call of their minimum rows or more: pad once (zero rows stay zero through both), slice once
@@ -34,20 +51,24 @@ def lora_delta(x: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tenso
 
 
 class LoraBatch:
-    """groups: (adapter, rows) per adapter present, rows a slice (contiguous) or an index tensor into [T]."""
+    """groups: (adapter, rows, decode) per adapter and phase present, rows a slice (contiguous) or an index tensor
+    into [T], decode whether they are decode rows."""
 
-    def __init__(self, groups: list[tuple[LoraAdapter, slice | torch.Tensor]]):
+    def __init__(self, groups: list[tuple[LoraAdapter, slice | torch.Tensor, bool]]):
         self.groups = groups
 
     @staticmethod
-    def build(adapters: Sequence[LoraAdapter | None], row_counts: Sequence[int]) -> "LoraBatch | None":
-        """From each request's adapter (None: the base) and its row count, requests in row order. None when no
-        request runs under an adapter."""
-        rows: dict[int, tuple[LoraAdapter, list[tuple[int, int]]]] = {}
+    def build(adapters: Sequence[LoraAdapter | None], row_counts: Sequence[int],
+              decode_from: int | None = None) -> "LoraBatch | None":
+        """From each request's adapter (None: the base) and its row count, requests in row order; rows from
+        `decode_from` on belong to decoding requests (None: none do). None when no request runs under an
+        adapter."""
+        rows: dict[tuple[int, bool], tuple[LoraAdapter, list[tuple[int, int]]]] = {}
         start = 0
         for adapter, n in zip(adapters, row_counts):
             if adapter is not None:
-                segs = rows.setdefault(id(adapter), (adapter, []))[1]
+                decode = decode_from is not None and start >= decode_from
+                segs = rows.setdefault((id(adapter), decode), (adapter, []))[1]
                 if segs and segs[-1][1] == start:
                     segs[-1] = (segs[-1][0], start + n)
                 else:
@@ -56,18 +77,17 @@ class LoraBatch:
         if not rows:
             return None
         groups = []
-        for adapter, segs in rows.values():
+        for (_, decode), (adapter, segs) in rows.items():
             if len(segs) == 1:
-                groups.append((adapter, slice(*segs[0])))
+                groups.append((adapter, slice(*segs[0]), decode))
             else:
-                groups.append((adapter, torch.cat([torch.arange(a, b) for a, b in segs])))
+                groups.append((adapter, torch.cat([torch.arange(a, b) for a, b in segs]), decode))
         return LoraBatch(groups)
 
     def apply(self, layer: int, projection: str, x: torch.Tensor, y: torch.Tensor) -> None:
         """y [T, out] += each adapter's delta of `projection` in `layer` on its rows of x [T, in] (in place)."""
-        for adapter, rows in self.groups:
+        for adapter, rows, decode in self.groups:
             f = adapter.layers[layer].get(projection)
             if f is None:
                 continue
-            d = lora_delta(x[rows], f.a, f.b)
-            y[rows] += d          # in float32 (the promoted type), rounded once into y's dtype
+            y[rows] += lora_delta(x[rows], f.a, f.b, decode)   # in float32 (the promoted type), rounded once

@@ -142,8 +142,9 @@ def test_gguf_that_is_not_an_adapter_or_of_another_arch(adapters, ours, tmp_path
         load_lora_adapter(other, ours.config)
 
 
+@pytest.mark.parametrize("decode_from", [None, 0])            # prefill rows, decode rows
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_a_rows_delta_does_not_depend_on_its_batch(adapters, ours, dtype):
+def test_a_rows_delta_does_not_depend_on_its_batch(adapters, ours, dtype, decode_from):
     """The bits a row gets are the same alone, among other rows of its adapter, and beside other adapters."""
     from sglite.runtime.lora import LoraBatch
 
@@ -155,7 +156,7 @@ def test_a_rows_delta_does_not_depend_on_its_batch(adapters, ours, dtype):
 
     def run(adapters_per_row, rows):
         xs, ys = x[rows].clone(), y0[rows].clone()
-        LoraBatch.build(adapters_per_row, [1] * len(rows)).apply(0, "gate_up", xs, ys)
+        LoraBatch.build(adapters_per_row, [1] * len(rows), decode_from).apply(0, "gate_up", xs, ys)
         return ys
 
     alone = run([a], [5])[0]

@@ -51,7 +51,7 @@ def decode_rows_logits(model, ids: list[int], adapter) -> torch.Tensor:
     table = torch.zeros((1, len(ids)), dtype=torch.int32)
     fb = ForwardBatch.build([ids], [0], [0], torch.arange(1, len(ids) + 1), table,
                             logits_indices=torch.arange(len(ids)), num_prefill=0)
-    fb.lora = LoraBatch.build([adapter], [len(ids)])
+    fb.lora = LoraBatch.build([adapter], [len(ids)], fb.decode_from)
     return model.net.forward(fb, create_attention_backend("torch", pool, "cpu"))
 
 

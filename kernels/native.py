@@ -86,9 +86,9 @@ class NativeLibrary:
         self._done = False
         self.why: str | None = None
 
-    def build(self, march: str = "native") -> ctypes.CDLL:
+    def build(self, march: str | None = None) -> ctypes.CDLL:
         """A fresh build for `march` (uncached in this object; raises as native.build does)."""
-        lib = build(self.source, march, self.extra_flags)
+        lib = build(self.source, march or os.environ.get("SGLITE_NATIVE_MARCH") or "native", self.extra_flags)
         self.declare(lib)
         return lib
 

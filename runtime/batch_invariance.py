@@ -4,7 +4,8 @@ The invariant (EngineConfig.batch_invariant, on by default where offered): with 
 tokens and logprobs are the same bits whatever other requests share its forward passes, however its prompt is
 chunked, and whether its prefix is computed or read from the prefix cache. It holds when
   1. every projection computes a row the same whatever other rows share its call: our W4A8/W8A8 kernels by
-     construction; torch's kernels as measured (min_independent_rows below). A layer that only ever sees prefill
+     construction; torch's kernels as measured (min_independent_rows below), never in a call of one row (a
+     decoding layer's one-row calls are padded to two: DECODE_MIN_ROWS). A layer that only ever sees prefill
      rows (a SizedLinear's large one) may be padded up to the row count from which it is, longer calls split into
      calls no longer than the probe compared (PaddedRows), or, where no count is (AMX's bfloat16 matmul picks its
      kernel by the call's row count), always called in tiles of one fixed row count (RowTiles, fixed_tile_rows);
@@ -20,13 +21,20 @@ import torch
 from .linear import Linear, RefinedHead, SizedLinear, W4A8Linear, W8A8Linear, _into, describe
 
 
-# Row counts compared against one call of PROBE_TOTAL rows: every count up to 16 (where kernels switch paths for
-# small calls), then a spread up to PROBE_TOTAL, since the engine's prefill calls are large (a chunk of up to 2048
+# torch's matmul computes a one-row call by a path of its own (a matrix-vector product) whose bits differ from
+# any longer call's in a few rows in a thousand, after rounding to bfloat16: of 4,096 random rows through
+# oneDNN's bfloat16 kernels, 6 (AVX-512 BF16) and 4 (AMX) of a [64 x 64] weight, 329 of a [576 x 1536] down
+# projection (AVX-512 BF16), none in calls of 2 to 512 rows. A probe of a few rows cannot see rates like these,
+# so torch's kernels are never trusted with one row: the fewest rows they are called with is DECODE_MIN_ROWS
+# (at batch 1 a decode step then computes two rows: about 15% more time in a bfloat16 projection, measured).
+DECODE_MIN_ROWS = 2
+# Row counts compared against one call of PROBE_TOTAL rows: every count from DECODE_MIN_ROWS to 16 (where kernels
+# switch paths for small calls), then a spread up to PROBE_TOTAL, since the engine's prefill calls are large (a chunk of up to 2048
 # rows, with decode rows beside it): on an AMX Xeon with torch 2.13 the float32 matmul of a [576 x 1536] weight
 # gives a row the bits of a 2048-row call in calls of 16-32 rows and other bits in calls of 63-128; its bfloat16
 # matmul agrees with a 2048-row call at 1-32 rows and from a few hundred on, and differs between. A probe against
 # one 64-row call compares none of the counts a long chunk is computed at.
-PROBE_ROWS = tuple(range(1, 17)) + (20, 24, 31, 33, 40, 63, 64, 65, 100, 128, 200, 256, 384, 511)
+PROBE_ROWS = tuple(range(DECODE_MIN_ROWS, 17)) + (20, 24, 31, 33, 40, 63, 64, 65, 100, 128, 200, 256, 384, 511)
 PROBE_TOTAL = 512       # the most rows a padded layer is called with: PaddedRows splits larger calls
 PREFILL_MIN_ROWS = 16   # prefill-only layers are called with at least this many rows under batch invariance
 _probed: dict[tuple, int | None] = {}   # (class, dtype, out, in, digits) -> min_independent_rows
@@ -47,7 +55,8 @@ def leaf_roles(layer) -> list[tuple[Linear, bool]]:
 def min_independent_rows(layer) -> int | None:
     """The fewest rows a call of `layer` must have for each row to come out the same bits whatever other rows
     share the call (1: any call), or None when no count up to 16 does. Our W4A8/W8A8 kernels: 1, by construction
-    (a row's arithmetic is the same in any group of rows; tests/kernels). torch's kernels: measured, once per
+    (a row's arithmetic is the same in any group of rows; tests/kernels). torch's kernels: at least
+    DECODE_MIN_ROWS (their one-row path), and as measured from there, once per
     process for each class, dtype, shape and digits, on the counts of PROBE_ROWS, each at the start and the end
     of one PROBE_TOTAL-row call, against that call: a padded layer is never called with more rows (PaddedRows),
     so every call the engine makes lies in the range compared. On an AVX-512 Zen 4 with torch 2.13 the float32
@@ -67,7 +76,7 @@ def min_independent_rows(layer) -> int | None:
                 bad.append(m)
                 if m >= 16:     # no padding helps: settled
                     break
-        _probed[key] = 1 if not bad else max(bad) + 1 if max(bad) < 16 else None
+        _probed[key] = DECODE_MIN_ROWS if not bad else max(bad) + 1 if max(bad) < 16 else None
     return _probed[key]
 
 
@@ -167,16 +176,34 @@ def pad_prefill_rows(layer, rows: dict[int, int], tiled: frozenset[int] = frozen
         layer.large = wrap(layer.large, rows[id(layer.large)])
 
 
+def pad_decode_rows(layer, rows: dict[int, int]):
+    """`layer` with each decoding plain layer whose id is in `rows` wrapped in PaddedRows of that many rows (a
+    SizedLinear's small one and a RefinedHead's approximate pass in place; a plain projection is returned
+    wrapped, to be put where it was). A layer already wrapped is left as it is."""
+    if isinstance(layer, RefinedHead):
+        layer.approx = pad_decode_rows(layer.approx, rows)
+    elif isinstance(layer, SizedLinear):
+        layer.small = pad_decode_rows(layer.small, rows)
+    elif not isinstance(layer, (PaddedRows, RowTiles)) and id(layer) in rows:
+        return PaddedRows(layer, rows[id(layer)])
+    return layer
+
+
+PROJECTIONS = ("qkv", "o", "gate_up", "down")   # each decoder layer's projections, as net.linears() lists them
+
+
 def offered(device: torch.device, attention_backend: str | None) -> bool:
     """Whether the attention backend can compute each row alone here (the torch backend on the CPU)."""
     return device.type == "cpu" and attention_backend in (None, "torch")
 
 
 def prepare_layers(net) -> object | None:
-    """Wraps `net`'s prefill-only layers (in place) so each computes a row alike in every call, and returns None,
+    """Wraps `net`'s layers (in place) so each computes a row alike in every call (prefill-only ones padded or
+    tiled, decoding torch kernels padded to DECODE_MIN_ROWS), and returns None,
     or returns the first plain layer that decodes and computes a row differently with other rows beside it (then
     nothing is wrapped and the property cannot hold)."""
     pads: dict[int, int] = {}
+    decode_pads: dict[int, int] = {}
     tiled: set[int] = set()
     for layer in net.linears():
         for leaf, decodes in leaf_roles(layer):
@@ -184,12 +211,18 @@ def prepare_layers(net) -> object | None:
             if rows is None and not decodes and (tile := fixed_tile_rows(leaf)) is not None:
                 pads[id(leaf)] = tile   # AMX's bf16 matmul: every prefill call made exactly `tile` rows
                 tiled.add(id(leaf))
-            elif rows is None or (decodes and rows > 1):
+            elif rows is None or (decodes and rows > DECODE_MIN_ROWS):
                 return leaf
             elif not decodes:    # a prefill call of few rows is rare: pad past any small-call path
                 pads[id(leaf)] = max(rows, PREFILL_MIN_ROWS)
+            elif rows > 1:       # torch's kernel at batch 1: two rows a call
+                decode_pads[id(leaf)] = rows
     for layer in net.linears():
         pad_prefill_rows(layer, pads, frozenset(tiled))
+    net.head = pad_decode_rows(net.head, decode_pads)
+    for L in net.layers:
+        for name in PROJECTIONS:
+            setattr(L, name, pad_decode_rows(getattr(L, name), decode_pads))
     return None
 
 

@@ -1,7 +1,8 @@
 """C kernels compiled on the machine they run on: `build(source, march)` compiles a C file next to this one with the
 system C compiler (`$CC`, else `cc`), `-O3 -fopenmp -march=<march>` and the source's own extra flags, caches the
 shared library in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `kernels/`, keyed by the source, the compiler, the
-flags and the CPU's flags, and loads it with ctypes. `SGLITE_NATIVE_KERNELS=0` turns every native kernel off.
+flags and the CPU's flags, and loads it with ctypes. `SGLITE_NATIVE_KERNELS=0` turns every native kernel off;
+`SGLITE_NATIVE_MARCH` builds them for another `-march` than this CPU's (e.g. `x86-64-v3`, the AVX2 path).
 
 Each kernel module (w4a8_cpu.py, decode_attention_cpu.py) keeps one `NativeLibrary`: built at first use, on one
 thread, with the reason kept when it cannot be (no compiler, a failed compile), so callers fall back and say why.

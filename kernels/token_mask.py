@@ -1,6 +1,6 @@
 """Apply a packed token bitmask to logits in place: -inf wherever the grammar forbids a token.
 
-Layout (shared with sglite.runtime.constrained's `fill_bitmask`):
+Layout (shared with sglite.runtime.constrained's `fill_next_token_bitmask`):
     logits:  [B, V] float32 / float16 / bfloat16, last dim contiguous
     bitmask: [B, W] int32 with W >= ceil(V / 32); bit j of word w set <=> token 32*w + j is allowed
              (bits past V are ignored).

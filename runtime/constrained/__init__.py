@@ -5,8 +5,7 @@
                                                        # | "gbnf"); cached, shared, immutable
     m = grammar.matcher()                              # per-request state
     m.fill_next_token_bitmask(bitmask, row); m.accept_token(token_id); m.is_accepting()
-    m.find_jump_forward_string(); m.rollback(n); m.reset()   # xgrammar's verbs; fill_bitmask, advance and
-                                                       # forced_text are the same methods' older names
+    m.find_jump_forward_string(); m.rollback(n); m.reset()   # xgrammar's verbs, one name each
     jump_forward_tokens(tokenizer, m)                  # forced tokens, cut where no token can straddle
 
 How it fits together (dependencies point up this list, never down; tests/runtime/constrained/

@@ -20,7 +20,7 @@ from .request import Req
 
 class GrammarMasks:
     """int32 [len(reqs), ceil(vocab/32)] bitmask for `reqs` (bit j of word w: token 32w+j allowed), EOS exactly
-    where the request's grammar accepts (the matcher's `fill_bitmask` contract)."""
+    where the request's grammar accepts (the matcher's `fill_next_token_bitmask` contract)."""
 
     def __init__(self, reqs: Sequence[Req], bitmask: torch.Tensor):
         self.reqs = list(reqs)

@@ -43,10 +43,10 @@ class KVManager:
         return self.allocator.available + (self.cache.evictable_size if self.cache else 0)
 
     def match_len(self, req: Req) -> int:
-        """How many leading tokens the cache would serve `req` (no locking)."""
+        """How many leading tokens the cache would serve `req`. Read-only (PrefixCache.cached_len)."""
         if self.cache is None:
             return 0
-        return len(self.cache.match_prefix(cache_key(req, 0, req.max_cacheable_prefix())).slots)
+        return self.cache.cached_len(cache_key(req, 0, req.max_cacheable_prefix()))
 
     def admit(self, req: Req) -> bool:
         """Takes a table row for req, matches and locks the cached prefix. False if no row is free. (req is

@@ -44,6 +44,11 @@ class PrefixCache(ABC):
         tree contents); refreshes LRU times along the path. Allocates and frees nothing."""
 
     @abstractmethod
+    def cached_len(self, tokens: Sequence[int]) -> int:
+        """How many leading tokens of `tokens` the cache holds. Read-only: splits nothing, stamps nothing (the
+        scheduler asks it of every waiting request each step)."""
+
+    @abstractmethod
     def insert(self, tokens: Sequence[int], slots: torch.Tensor) -> int:
         """Adds tokens[i] -> slots[i]. Returns how many leading tokens were already cached: the caller still
         owns slots[:returned] (duplicates, to free or keep) and the tree now owns slots[returned:]."""
@@ -98,6 +103,18 @@ class RadixCache(PrefixCache):
         node, pos, parts = self._walk(tokens, now)
         slots = torch.cat(parts) if parts else torch.empty(0, dtype=torch.int64)
         return MatchResult(slots, node)
+
+    def cached_len(self, tokens: Sequence[int]) -> int:
+        tokens = tuple(tokens)
+        node, pos = self.root, 0
+        while pos < len(tokens) and tokens[pos] in node.children:
+            child = node.children[tokens[pos]]
+            n = _common_len(child.key, tokens, pos)
+            pos += n
+            if n < len(child.key):
+                break
+            node = child
+        return pos
 
     def insert(self, tokens: Sequence[int], slots: torch.Tensor) -> int:
         tokens = tuple(tokens)

@@ -1,5 +1,5 @@
 """A compiled context-free grammar: a normalized CfgIR made runnable for one vocabulary, with the same
-`matcher()` as JSON's `Grammar` (parser/matcher.py's GrammarMatcher runs it: allowed masks, advance, accepting,
+`matcher()` as JSON's `Grammar` (parser/matcher.py's GrammarMatcher runs it: allowed masks, accept_token, accepting,
 forced text, so jump-forward works unchanged). Immutable and shared between requests; its caches only grow."""
 from __future__ import annotations
 

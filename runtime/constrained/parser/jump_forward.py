@@ -11,7 +11,7 @@ from __future__ import annotations
 
 def jump_forward_tokens(tokenizer, matcher, min_backoff: int = 0) -> list[int]:
     """Token ids to append for the matcher's forced text (possibly empty). Does not advance the matcher; the
-    caller appends the tokens and calls `matcher.advance` with each (every one is allowed)."""
+    caller appends the tokens and calls `matcher.accept_token` with each (every one is allowed)."""
     data = matcher.forced_bytes()
     if not data:
         return []

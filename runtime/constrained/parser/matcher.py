@@ -35,9 +35,8 @@ class CompiledGrammar(Protocol):
 class GrammarMatcher:
     """Mutable, cheap to copy. Not thread-safe (one per request); the `Grammar` it reads is shared.
 
-    The verbs are xgrammar's: `accept_token`, `accept_string`, `fill_next_token_bitmask`, `is_terminated`,
-    `rollback`, `reset`, `find_jump_forward_string`. `advance`, `fill_bitmask` and `forced_text` are the same
-    methods under this package's earlier public names."""
+    The verbs are xgrammar's, one name each: `accept_token`, `accept_string`, `fill_next_token_bitmask`,
+    `is_terminated`, `rollback`, `reset`, `find_jump_forward_string`."""
 
     def __init__(self, grammar: CompiledGrammar, stacks=None, terminated: bool = False):
         self.grammar = grammar
@@ -171,7 +170,6 @@ class GrammarMatcher:
         else:
             bitmask[row].copy_(torch.from_numpy(words).to(bitmask.device, non_blocking=True))
 
-    fill_bitmask = fill_next_token_bitmask
 
     # --- state -------------------------------------------------------------------------------------------------
     def accept_token(self, token_id: int) -> bool:
@@ -190,7 +188,6 @@ class GrammarMatcher:
             return False
         return self._run(g.index.token_bytes[token_id])
 
-    advance = accept_token
 
     def accept_string(self, data: str | bytes) -> bool:
         """Consume text (UTF-8 encoded) or raw bytes, e.g. forced text, as one step for `rollback`; False and
@@ -266,7 +263,6 @@ class GrammarMatcher:
         return data.decode("utf-8", errors="ignore") if _complete_utf8(data) else \
             data[:_last_boundary(data)].decode("utf-8", errors="ignore")
 
-    forced_text = find_jump_forward_string
 
     def __repr__(self) -> str:
         return f"GrammarMatcher({self.grammar!r}, stacks={len(self._stacks)}, terminated={self._terminated})"

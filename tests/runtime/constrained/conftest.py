@@ -30,7 +30,7 @@ def feed(tokenizer, grammar, text: str) -> bool:
     m = grammar.matcher()
     for t in tokenizer.encode(text):
         allowed = bool(m.allowed_mask()[t])
-        assert allowed == m.advance(t), f"mask and advance disagree on {tokenizer.decode([t])!r} in {text!r}"
+        assert allowed == m.accept_token(t), f"mask and advance disagree on {tokenizer.decode([t])!r} in {text!r}"
         if not allowed:
             return False
     return m.is_accepting()

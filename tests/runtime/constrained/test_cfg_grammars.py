@@ -114,17 +114,17 @@ def test_matcher_interface(tokenizer, compiler):
     assert compiler.compile_grammar(text) is g                     # cached and shared
     assert compiler.compile_grammar(text, "lark") is g
     m = g.matcher()
-    assert m.forced_text() == "SELECT "
+    assert m.find_jump_forward_string() == "SELECT "
     ids = jump_forward_tokens(tokenizer, m)
     assert ids and tokenizer.decode(ids) == "SELECT "[:len(tokenizer.decode(ids))]
     for t in ids:
-        assert m.advance(t)
+        assert m.accept_token(t)
     c = m.copy()
     rest = "SELECT ab, cd"[len(tokenizer.decode(ids)):]
     assert c.accept_string(rest.encode()) and c.is_accepting() and not c.is_terminated()
     assert not m.is_accepting()                                     # the copy is independent
-    assert not m.advance(tokenizer.eos_token_id)
-    assert c.advance(tokenizer.eos_token_id) and c.is_terminated()
+    assert not m.accept_token(tokenizer.eos_token_id)
+    assert c.accept_token(tokenizer.eos_token_id) and c.is_terminated()
     assert "NAME" in str(g) and "start ::=" in str(g)
 
 

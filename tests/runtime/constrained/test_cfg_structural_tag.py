@@ -38,12 +38,12 @@ def test_structural_tag_interface(tokenizer, compiler):
     g = compiler.compile_structural_tag(json.dumps(SPEC))
     assert compiler.compile_structural_tag(SPEC) is g
     m = g.matcher()
-    assert m.is_accepting() and m.forced_text() == ""
+    assert m.is_accepting() and m.find_jump_forward_string() == ""
     assert m.accept_string(b"Calling <tool_") and m.is_accepting()    # half a trigger is still free text
     assert m.accept_string(b"call>") and not m.is_accepting()
     c = compiler.compile_structural_tag(SPEC, whitespace="compact", property_order="schema").matcher()
     assert c.accept_string(b"x <tool_call>")
-    assert c.forced_text() == '{"city":"'
+    assert c.find_jump_forward_string() == '{"city":"'
     assert "<tool_call>" in str(g)
 
 

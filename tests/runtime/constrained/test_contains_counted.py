@@ -76,16 +76,16 @@ def test_masks_on_random_walks_advance_and_end(compiler, tokenizer, name):
             allowed = [int(t) for t in np.flatnonzero(mask)]
             assert allowed, f"dead end after {tokenizer.decode(ids)!r}"
             if eos in allowed and (allowed == [eos] or rng.random() < 0.5):
-                assert m.advance(eos)
+                assert m.accept_token(eos)
                 ended += 1
                 assert oracle.is_valid(json.loads(tokenizer.decode(ids))), tokenizer.decode(ids)
                 break
             allowed = [t for t in allowed if t != eos]
             for t in rng.sample(allowed, min(20, len(allowed))):
-                assert m.copy().advance(t), (tokenizer.decode(ids), tokenizer.decode([t]))
+                assert m.copy().accept_token(t), (tokenizer.decode(ids), tokenizer.decode([t]))
             pick = [t for t in allowed if t in short]
             t = rng.choice(pick) if pick and rng.random() < 0.8 else rng.choice(allowed)
-            assert m.advance(t)
+            assert m.accept_token(t)
             ids.append(t)
     assert ended > 0
 

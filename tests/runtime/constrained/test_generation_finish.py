@@ -24,7 +24,7 @@ def _fed(tokenizer, grammar, text: str) -> tuple[bool, int]:
     m = grammar.matcher()
     for t in tokenizer.encode(text):
         ok = bool(m.allowed_mask()[t])
-        assert ok == m.advance(t), f"mask and advance disagree on {tokenizer.decode([t])!r} in {text!r}"
+        assert ok == m.accept_token(t), f"mask and advance disagree on {tokenizer.decode([t])!r} in {text!r}"
         if not ok:
             return False, m.capped_values
     return m.is_accepting(), m.capped_values
@@ -78,7 +78,7 @@ def test_unique_key_mask_is_exactly_what_advances(compiler, written):
     m = g.matcher()
     assert m.accept_string(written)
     mask = m.allowed_mask()[:g.vocab_size]
-    takes = np.array([m.copy().advance(t) for t in range(g.vocab_size)])
+    takes = np.array([m.copy().accept_token(t) for t in range(g.vocab_size)])
     assert mask.any()
     assert (mask == takes).all(), np.flatnonzero(mask != takes)[:10]
 
@@ -93,10 +93,10 @@ def _random_walks(grammar, tokenizer, seed: int, walks: int, steps: int, prefer=
             allowed = [int(t) for t in np.flatnonzero(m.allowed_mask()) if t < grammar.vocab_size]
             assert allowed, "a live matcher must allow some token"
             for t in rng.sample(allowed, min(20, len(allowed))):
-                assert m.copy().advance(t), tokenizer.decode([t])
+                assert m.copy().accept_token(t), tokenizer.decode([t])
             pick = [t for t in allowed if prefer and prefer(tokenizer.decode([t]))]
             t = rng.choice(pick) if pick and rng.random() < 0.7 else rng.choice(allowed)
-            assert m.advance(t)
+            assert m.accept_token(t)
 
 
 def test_masks_agree_with_advance_unique_and_capped(compiler, tokenizer):

@@ -174,10 +174,10 @@ def test_compact_whitespace(tokenizer, compiler):
     g = compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}}, whitespace="compact")
     assert feed(tokenizer, g, '{"a":1}')
     assert not feed(tokenizer, g, '{"a": 1}')
-    assert g.matcher().forced_text() == "{"           # "}" or '"' may follow
+    assert g.matcher().find_jump_forward_string() == "{"           # "}" or '"' may follow
     g = compiler.compile_json_schema({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
                                       "additionalProperties": False}, whitespace="compact")
-    assert g.matcher().forced_text() == '{"a":'
+    assert g.matcher().find_jump_forward_string() == '{"a":'
 
 
 def test_unsatisfiable_parts_are_never_offered(tokenizer, compiler):
@@ -186,7 +186,7 @@ def test_unsatisfiable_parts_are_never_offered(tokenizer, compiler):
                                      whitespace="compact")
     m = g.matcher()
     assert m.accept_string(b"{")
-    assert m.forced_text() == "}"
+    assert m.find_jump_forward_string() == "}"
 
 
 def test_pattern_with_max_length_has_no_dead_ends(tokenizer, compiler):
@@ -196,7 +196,7 @@ def test_pattern_with_max_length_has_no_dead_ends(tokenizer, compiler):
     m = compiler.compile_json_schema({"type": "string", "pattern": "^a+b$", "maxLength": 3},
                                      whitespace="compact").matcher()
     assert m.accept_string(b'"aa')
-    assert m.forced_text() == 'b"'           # a third 'a' would leave no room for the 'b'
+    assert m.find_jump_forward_string() == 'b"'           # a third 'a' would leave no room for the 'b'
 
 
 def test_not_forms(tokenizer, compiler):

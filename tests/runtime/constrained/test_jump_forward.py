@@ -26,11 +26,11 @@ def replay(tokenizer, grammar, text: str) -> tuple[int, int]:
         if jf:
             assert toks[pos:pos + len(jf)] == jf, (text, pos, [tokenizer.decode([t]) for t in jf])
             for t in jf:
-                assert m.advance(t)
+                assert m.accept_token(t)
             pos += len(jf)
             forced += len(jf)
             continue
-        assert m.advance(toks[pos]), (text, pos)
+        assert m.accept_token(toks[pos]), (text, pos)
         pos += 1
     assert m.is_accepting()
     return len(toks), forced

@@ -15,7 +15,7 @@ def test_grammar_cache_and_immutability(compiler):
     assert g1 is g2
     m1, m2 = g1.matcher(), g1.matcher()
     assert m1.accept_string(b'{"order')
-    assert m2.forced_text() == ""        # a fresh matcher is not affected
+    assert m2.find_jump_forward_string() == ""        # a fresh matcher is not affected
     assert compiler.compile_regex("a+") is compiler.compile_regex("a+")
 
 
@@ -25,7 +25,7 @@ def test_bitmask_matches_bool_mask(tokenizer, compiler):
     m.accept_string(b'{"orderId": "x", ')
     words = (tokenizer.vocab_size + 31) // 32
     bm = torch.zeros((3, words), dtype=torch.int32)
-    m.fill_bitmask(bm, 1)
+    m.fill_next_token_bitmask(bm, 1)
     assert not bm[0].any() and not bm[2].any()
     bits = bm[1].numpy().view(np.uint32)
     unpacked = ((bits[:, None] >> np.arange(32, dtype=np.uint32)) & 1).astype(bool).reshape(-1)[:tokenizer.vocab_size]
@@ -38,9 +38,9 @@ def test_advance_rejects_and_keeps_state(tokenizer, compiler):
     m = g.matcher()
     bad = tokenizer.encode("hello")[0]
     before = m.allowed_mask().copy()
-    assert not m.advance(bad)
+    assert not m.accept_token(bad)
     assert (m.allowed_mask() == before).all()
-    assert not m.advance(tokenizer.eos_token_id)
+    assert not m.accept_token(tokenizer.eos_token_id)
 
 
 def test_copy_is_independent(compiler):
@@ -57,16 +57,16 @@ def test_terminated_after_root_closes(tokenizer, compiler):
     m = g.matcher()
     assert m.accept_string(b'{"orderId": "a"}')
     assert m.is_accepting() and m.is_terminated()
-    assert m.advance(tokenizer.eos_token_id)
+    assert m.accept_token(tokenizer.eos_token_id)
     assert m.is_terminated()
 
 
 def test_forced_text(compiler):
     g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
     m = g.matcher()
-    assert m.forced_text() == '{"order'     # both names start with "order"
+    assert m.find_jump_forward_string() == '{"order'     # both names start with "order"
     m.accept_string(b'{"orderI')
-    assert m.forced_text() == 'd":"'
+    assert m.find_jump_forward_string() == 'd":"'
 
 
 def _ids_cover(tokenizer, ids, text):
@@ -79,7 +79,7 @@ def test_jump_forward_backs_off_at_possible_merges(tokenizer, compiler):
     g = compiler.compile_json_schema(SCHEMA, whitespace="compact")
     m = g.matcher()
     ids = jump_forward_tokens(tokenizer, m)
-    forced = m.forced_text()
+    forced = m.find_jump_forward_string()
     text = tokenizer.decode(ids)
     assert forced.startswith(text)
     # whatever we commit must be a prefix of how the tokenizer splits every plausible completion
@@ -87,7 +87,7 @@ def test_jump_forward_backs_off_at_possible_merges(tokenizer, compiler):
         full = tokenizer.encode(completion)
         assert full[:len(ids)] == ids, (ids, full)
     for i in ids:
-        assert m.advance(i)
+        assert m.accept_token(i)
 
 
 def test_jump_forward_after_value(tokenizer, compiler):
@@ -95,7 +95,7 @@ def test_jump_forward_after_value(tokenizer, compiler):
                                       "year": {"type": "integer"}}, "required": ["revenue", "year"],
                                       "additionalProperties": False}, whitespace="compact")
     m = g.matcher()
-    forced = m.forced_text()
+    forced = m.find_jump_forward_string()
     assert forced == '{"'
     ids = jump_forward_tokens(tokenizer, m)
     for completion in ['{"revenue":1,"year":2}', '{"year":2,"revenue":1}']:
@@ -108,7 +108,7 @@ def test_jump_forward_commits_safe_prefix(tokenizer, compiler):
     g = compiler.compile_json_schema(schema, whitespace="compact")
     m = g.matcher()
     ids = jump_forward_tokens(tokenizer, m)     # forced '{"': '"' starts many tokens, so little is safe
-    assert m.forced_text().startswith(tokenizer.decode(ids))
+    assert m.find_jump_forward_string().startswith(tokenizer.decode(ids))
     for completion in ['{"name":"Bob","age":3}', '{"age":3,"name":"x"}', '{"name":"","age":10}']:
         assert tokenizer.encode(completion)[:len(ids)] == ids
     # after the first value, the separator and the next name are forced
@@ -146,7 +146,7 @@ def test_stack_masks_equal_byte_by_byte_reference(tokenizer, compiler):
             for st in m._stacks:
                 assert (g.masks.stack_mask_bool(st) == _brute_mask(g, st)).all(), (i, st)
                 checked += 1
-        assert m.advance(t)
+        assert m.accept_token(t)
     assert checked >= 8
 
 
@@ -163,7 +163,7 @@ def test_key_masks_equal_reference_when_other_names_toggle(tokenizer, compiler):
         for t in tokenizer.encode(text):
             for st in m._stacks:
                 assert (g.masks.stack_mask_bool(st) == _brute_mask(g, st)).all(), (text, st)
-            assert m.advance(t)
+            assert m.accept_token(t)
 
 
 def test_classify_walks_agree(compiler):
@@ -326,4 +326,4 @@ def test_undeclared_name_ends_in_the_plain_strings_end_state(tokenizer, compiler
     for t in tokenizer.encode('{"custom_x": 1, "custom_field_id": 2, "custom_field_answe": 3, "hre": 4}'):
         for st in m._stacks:
             assert (g.masks.stack_mask_bool(st) == _brute_mask(g, st)).all(), st
-        assert m.advance(t)
+        assert m.accept_token(t)

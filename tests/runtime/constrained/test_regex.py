@@ -46,10 +46,10 @@ def test_regex_terminates_and_eos(tokenizer, compiler):
     m = g.matcher()
     eos = tokenizer.eos_token_id
     assert not m.allowed_mask()[eos]
-    assert not m.advance(eos)
+    assert not m.accept_token(eos)
     assert m.accept_string(b"ab")
     assert m.is_accepting() and m.is_terminated()
     mask = m.allowed_mask()
     assert mask[eos] and mask.sum() == 1
-    assert m.advance(eos) and m.is_terminated()
+    assert m.accept_token(eos) and m.is_terminated()
     assert not m.allowed_mask().any()

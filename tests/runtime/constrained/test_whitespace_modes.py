@@ -51,11 +51,11 @@ def test_flexible_bounds_runs(compiler, tokenizer, text):
 def test_standard_forces_the_space(compiler):
     g = compiler.compile_json_schema(SCHEMA, whitespace="standard", property_order="schema")
     m = g.matcher()
-    assert m.forced_text() == '{"name": "'
+    assert m.find_jump_forward_string() == '{"name": "'
     assert m.accept_string(b'{"name": "Ada"')
-    assert m.forced_text() == ""          # `,` or `}` next
+    assert m.find_jump_forward_string() == ""          # `,` or `}` next
     assert m.accept_string(b",")
-    assert m.forced_text().startswith(' "')
+    assert m.find_jump_forward_string().startswith(' "')
 
 
 @pytest.mark.parametrize("mode", ["standard", "flexible"])
@@ -76,10 +76,10 @@ def test_masks_agree_with_advance_on_random_walks(compiler, tokenizer, mode):
             if len(allowed) == 0:
                 break
             for t in rng.sample(list(allowed), min(25, len(allowed))):
-                assert m.copy().advance(int(t)), (mode, tokenizer.decode([int(t)]))
+                assert m.copy().accept_token(int(t)), (mode, tokenizer.decode([int(t)]))
             pick = [int(t) for t in allowed if int(t) in ws_tokens]
             t = rng.choice(pick) if pick and rng.random() < 0.5 else int(rng.choice(list(allowed)))
-            assert m.advance(t)
+            assert m.accept_token(t)
 
 
 def test_closed_objects_in_generation(compiler, tokenizer):

@@ -81,10 +81,10 @@ def check_masks(tokenizer: ToyTokenizer, grammar, viable, complete, max_states: 
                 continue
             nxt = prefix + tb[t]
             child = m.copy()
-            assert child.advance(t), (prefix, tb[t])
+            assert child.accept_token(t), (prefix, tb[t])
             if nxt not in seen:
                 seen.add(nxt)
                 todo.append((nxt, child))
         for t in np.nonzero(~want)[0].tolist():
-            assert not m.copy().advance(t), (prefix, tb[t])
+            assert not m.copy().accept_token(t), (prefix, tb[t])
     return checked

@@ -75,7 +75,7 @@ def test_jump_forward_appends_forced_tokens_in_one_step(make_engine, monkeypatch
     import sglite.runtime.constrained as constrained
 
     def naive(tokenizer, matcher, min_backoff=0):
-        return tokenizer.encode(matcher.forced_text())
+        return tokenizer.encode(matcher.find_jump_forward_string())
     monkeypatch.setattr(constrained, "jump_forward_tokens", naive)
     pattern = r"The answer is (yes|no)\. Thank you for asking!"
     params = {"temperature": 1.0, "seed": 1, "max_new_tokens": 40, "regex": pattern}

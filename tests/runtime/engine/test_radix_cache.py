@@ -139,3 +139,24 @@ def test_random_operations_match_reference():
             expect.append(ref[tuple(seq[:i + 1])])
         assert m.slots.tolist() == expect
     assert c.total_size == len(ref)
+
+
+def test_cached_len_is_read_only_and_agrees_with_match_prefix():
+    """The scheduler's lookup for every waiting request: the same length match_prefix finds, with the tree
+    (edges and LRU stamps) untouched."""
+    rng = random.Random(3)
+    c = RadixCache()
+    for i in range(30):
+        seq = [rng.randrange(4) for _ in range(rng.randrange(1, 9))]
+        c.insert(seq, torch.arange(len(seq)) + 100 * i + 1)
+
+    def shape(node):
+        return (node.key, node.last_access, tuple(shape(ch) for _, ch in sorted(node.children.items())))
+
+    for _ in range(200):
+        q = [rng.randrange(4) for _ in range(rng.randrange(0, 10))]
+        before = shape(c.root)
+        n = c.cached_len(q)
+        assert shape(c.root) == before
+        assert n == c.match_prefix(q).slots.numel()
+        c.check_integrity()

@@ -25,12 +25,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from ..defaults import GRAMMAR_COMPILE_BUDGET_S
 from .errors import GrammarError
 
 
 @dataclass(frozen=True)
 class CompileBudget:
-    seconds: float = 4.0            # wall time of one compile, first mask included
+    seconds: float = GRAMMAR_COMPILE_BUDGET_S   # wall time of one compile, first mask included
     regex_positions: int = 2048     # a regex's size as written, each counted repetition once (regex_size.py)
     schema_values: int = 5000       # JSON values in one schema, enum members and subschemas alike (schema/size.py)
     switch_interval_s: float | None = 0.0005   # the GIL switch interval while compiles run (None: unchanged)

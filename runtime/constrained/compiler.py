@@ -11,6 +11,8 @@ from sglite.protocol import RequestError, load_json_schema
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
 from .automata.regex_counter import counted_regex
+from ..defaults import (GRAMMAR_CACHE_BYTES, JSON_WHITESPACE_MODES, MATCH_PROPERTY_ORDER, MATCH_WHITESPACE,
+                        PROPERTY_ORDERS)
 from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .cfg.structural_tag import parse_structural_tag, structural_tag_to_ir
@@ -25,14 +27,11 @@ from .schema.schema_compiler import SchemaCompiler
 from .schema.size import check_schema_size
 from .vocab.token_index import TokenIndex
 
-WHITESPACE_MODES = ("any", "compact", "standard", "flexible")
 # generation-mode whitespace as lexemes (see GrammarIR): "standard" reads one space after every ':' and ',';
 # "flexible" allows, wherever JSON allows whitespace inside the value, one run of it: a space, or one or two
 # newlines and an indent of at most 20 spaces/tabs (llama.cpp's JSON grammars bound whitespace alike)
 _SEPARATOR = " "
 _WS_RUN = r"( |\n\n?[ \t]{0,20})"
-PROPERTY_ORDERS = ("any", "schema")
-CACHE_BYTES = 512 * 2**20   # the grammar cache's default byte bound (EngineConfig.grammar_cache_bytes)
 
 
 class GrammarCompiler:
@@ -40,7 +39,7 @@ class GrammarCompiler:
     least recently used out first, past `cache_size` grammars or `cache_bytes` bytes."""
 
     def __init__(self, tokenizer, cache_size: int = 256, budget: CompileBudget | None = CompileBudget(),
-                 cache_bytes: int = CACHE_BYTES):
+                 cache_bytes: int = GRAMMAR_CACHE_BYTES):
         """`budget`: what one compile may spend (budget.py); past it a CompileBudgetExceeded (a GrammarError)
         names the construct. None: unbounded. `cache_bytes`: what the cached grammars may hold, their tables
         and their mask caches as they grow with use (footprint.py); checked on every compile call, so a cache
@@ -120,7 +119,8 @@ class GrammarCompiler:
             return Grammar("regex", pattern, self.index, GrammarIR((node,), 0))
         return self._cached(("regex", pattern, self.tokenizer.name), build)
 
-    def compile_json_schema(self, schema: Any, whitespace: str = "any", property_order: str = "any",
+    def compile_json_schema(self, schema: Any, whitespace: str = MATCH_WHITESPACE,
+                            property_order: str = MATCH_PROPERTY_ORDER,
                             close_objects: bool = False, unique_keys: bool = False,
                             caps: GenerationCaps | None = None) -> Grammar:
         """Grammar for JSON documents valid under `schema` (dict, JSON text, or a pydantic model class).
@@ -138,8 +138,8 @@ class GrammarCompiler:
         (compared as spelled, so exact with the canonical strings of the generation whitespace modes).
         `caps` (generation): bounds that end runaway strings, arrays and recursion where the schema sets none
         (`GenerationCaps()` holds the defaults; see ir/generation_caps.py); None: no caps."""
-        if whitespace not in WHITESPACE_MODES:
-            raise ValueError(f"whitespace must be one of {WHITESPACE_MODES}, got {whitespace!r}")
+        if whitespace not in JSON_WHITESPACE_MODES:
+            raise ValueError(f"whitespace must be one of {JSON_WHITESPACE_MODES}, got {whitespace!r}")
         if property_order not in PROPERTY_ORDERS:
             raise ValueError(f"property_order must be one of {PROPERTY_ORDERS}, got {property_order!r}")
         if not isinstance(unique_keys, bool):
@@ -209,8 +209,8 @@ class GrammarCompiler:
             return CfgGrammar(syntax, text, self.index, ir)
         return self._cached(("grammar", syntax, text, self.tokenizer.name), build)
 
-    def compile_structural_tag(self, spec: Any, whitespace: str = "any",
-                               property_order: str = "any") -> CfgGrammar:
+    def compile_structural_tag(self, spec: Any, whitespace: str = MATCH_WHITESPACE,
+                               property_order: str = MATCH_PROPERTY_ORDER) -> CfgGrammar:
         """Grammar for free text in which each trigger starts one of the structures: its `begin`, a JSON value
         under its `schema` (compiled as compile_json_schema does, with these options), its `end`; then free text
         again. `spec`: SGLang's {"structures": [{"begin", "schema", "end"}, ...], "triggers": [...]} as a dict

@@ -4,8 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ..defaults import (GRAMMAR_CACHE_BYTES, GRAMMAR_COMPILE_BUDGET_S, JSON_PROPERTY_ORDER, JSON_WHITESPACE,
+                        JSON_WHITESPACE_MODES, PROPERTY_ORDERS)
+
 SCHEDULE_POLICIES = ("lpm", "fcfs")
-JSON_WHITESPACE = ("compact", "standard", "flexible", "any")
 
 
 @dataclass(frozen=True)
@@ -24,14 +26,16 @@ class EngineConfig:
                                           # backend on the CPU); True: required (an error elsewhere); False: off
                                           # (prefill attention by SDPA, shared-prefix cascade: a little faster)
     enable_jump_forward: bool = True
-    json_whitespace: str = "standard"     # JSON-schema outputs: "standard" (`{"a": 1, "b": 2}`), "compact",
-                                          # "flexible" (bounded runs) or "any" (unbounded); see README
-    json_property_order: str = "schema"   # JSON-schema outputs: named properties in schema order, or "any"
+    json_whitespace: str = JSON_WHITESPACE        # JSON-schema outputs: "standard" (`{"a": 1, "b": 2}`),
+                                                  # "compact", "flexible" (bounded runs) or "any" (unbounded)
+    json_property_order: str = JSON_PROPERTY_ORDER  # JSON-schema outputs: named properties in schema order, or
+                                                    # "any"
     grammar_mask_overlap: str = "auto"    # build grammar masks during the forward pass: "auto" | "on" | "off"
-    grammar_compile_budget_s: float = 4.0   # one constraint's compile (first mask included): past it the request
-                                            # is refused (RequestError, HTTP 400) naming the construct
-    grammar_cache_bytes: int = 512 * 2**20   # compiled grammars kept (tables and mask caches as they grow); least
-                                             # recently used out past it
+    grammar_compile_budget_s: float = GRAMMAR_COMPILE_BUDGET_S   # one constraint's compile (first mask
+                                          # included): past it the request is refused (RequestError, HTTP 400)
+                                          # naming the construct
+    grammar_cache_bytes: int = GRAMMAR_CACHE_BYTES   # every compiled grammar artefact kept (grammars, automata,
+                                          # token-index tables, mask caches); least recently used out past it
     num_threads: int | None = None        # CPU: torch's intra-op threads, process-wide (None: torch's choice,
                                           # one per core; fewer when other busy processes share the cores)
     weights: str = "auto"                 # weight format: "auto" (measured per machine; a Model passed in keeps
@@ -75,8 +79,8 @@ class EngineConfig:
             raise bad("schedule_policy", f"must be one of {SCHEDULE_POLICIES}")
         if self.max_context is not None and (not isinstance(self.max_context, int) or self.max_context < 2):
             raise bad("max_context", "must be an int >= 2 or None")
-        if self.json_whitespace not in JSON_WHITESPACE:
-            raise bad("json_whitespace", f"must be one of {JSON_WHITESPACE}")
+        if self.json_whitespace not in JSON_WHITESPACE_MODES:
+            raise bad("json_whitespace", f"must be one of {JSON_WHITESPACE_MODES}")
         if self.num_threads is not None and (not isinstance(self.num_threads, int) or self.num_threads < 1):
             raise bad("num_threads", "must be a positive int or None")
         if self.batch_invariant not in (None, True, False):
@@ -88,8 +92,8 @@ class EngineConfig:
             raise bad("grammar_cache_bytes", "must be an int number of bytes > 0")
         if self.grammar_mask_overlap not in ("auto", "on", "off"):
             raise bad("grammar_mask_overlap", "must be 'auto', 'on' or 'off'")
-        if self.json_property_order not in ("schema", "any"):
-            raise bad("json_property_order", "must be 'schema' or 'any'")
+        if self.json_property_order not in PROPERTY_ORDERS:
+            raise bad("json_property_order", f"must be one of {PROPERTY_ORDERS}")
         if self.weights != "auto":
             from ..weight_plan import WeightPlan
             WeightPlan.parse(self.weights)   # raises ValueError naming the bad format

@@ -15,7 +15,7 @@ from sglite.protocol import RequestError, SamplingParams
 
 from ..constrained import GrammarCompiler, UnsupportedSchemaError, grammar_syntax, jump_forward_tokens
 from ..constrained.budget import CompileBudget, CompileCancelled, cancellable, within
-from ..constrained.compiler import CACHE_BYTES
+from ..defaults import GRAMMAR_CACHE_BYTES, JSON_PROPERTY_ORDER, JSON_WHITESPACE
 from ..constrained.ir.generation_caps import GenerationCaps
 from .request import Req
 
@@ -25,8 +25,9 @@ _EARLY_CANCELS = 1024   # aborts remembered for compiles not started yet (an abo
 
 
 class GrammarBackend:
-    def __init__(self, tokenizer, json_whitespace: str = "compact", json_property_order: str = "schema",
-                 budget: CompileBudget | None = CompileBudget(), cache_bytes: int = CACHE_BYTES):
+    def __init__(self, tokenizer, json_whitespace: str = JSON_WHITESPACE,
+                 json_property_order: str = JSON_PROPERTY_ORDER, budget: CompileBudget | None = CompileBudget(),
+                 cache_bytes: int = GRAMMAR_CACHE_BYTES):
         self.tokenizer = tokenizer
         self.budget = budget
         self.cache_bytes = cache_bytes

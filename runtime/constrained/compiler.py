@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections import OrderedDict
 from typing import Any
 
 from sglite.protocol import RequestError, load_json_schema
@@ -17,7 +16,8 @@ from .budget import CompileBudget, within
 from .cfg import GRAMMAR_SYNTAXES, CfgGrammar, gbnf_to_ir, lark_to_ir
 from .cfg.structural_tag import parse_structural_tag, structural_tag_to_ir
 from .errors import GrammarError
-from .footprint import Footprint, SharedDfas
+from .cache import CacheBudget, LruCache
+from .footprint import Footprint, dfa_bytes
 from .ir.generation_caps import GenerationCaps, apply_generation_caps
 from .ir.grammar_ir import JSON_WS, GrammarIR
 from .ir.nodes import LexNode
@@ -36,46 +36,50 @@ _WS_RUN = r"( |\n\n?[ \t]{0,20})"
 
 class GrammarCompiler:
     """Compiles grammars for one tokenizer. Thread-safe; results are cached by (kind, spec, tokenizer.name),
-    least recently used out first, past `cache_size` grammars or `cache_bytes` bytes."""
+    least recently used out first, past `cache_size` grammars or when the compiler's cache budget is full."""
 
     def __init__(self, tokenizer, cache_size: int = 256, budget: CompileBudget | None = CompileBudget(),
                  cache_bytes: int = GRAMMAR_CACHE_BYTES):
         """`budget`: what one compile may spend (budget.py); past it a CompileBudgetExceeded (a GrammarError)
-        names the construct. None: unbounded. `cache_bytes`: what the cached grammars may hold, their tables
-        and their mask caches as they grow with use (footprint.py); checked on every compile call, so a cache
-        that grew while requests decoded is trimmed at the next one. A grammar larger than the bound by itself
-        is returned, not kept."""
-        if not (isinstance(cache_bytes, int) and not isinstance(cache_bytes, bool) and cache_bytes > 0):
-            raise ValueError(f"cache_bytes must be an int > 0, got {cache_bytes!r}")
+        names the construct. None: unbounded. `cache_bytes`: the budget of every cache below this compiler
+        (cache.py): the grammars (by their tables, footprint.py), the lexeme DFAs they share, the token index's
+        classifications and each grammar's mask caches as they grow with use, in one least-recently-used order.
+        Also applied on every compile call, so a change of `cache_bytes` takes effect at the next one. A
+        grammar larger than the bound by itself is returned, not kept."""
         self.tokenizer = tokenizer
         self.budget = budget
-        self.index = TokenIndex(tokenizer)
-        self._cache: OrderedDict[tuple, Grammar] = OrderedDict()
-        self._footprints: dict[tuple, Footprint] = {}
-        self._dfas = SharedDfas(cache_bytes // 8)   # lexeme DFAs shared between grammars (the plain JSON string)
-        self._cache_size = cache_size
-        self.cache_bytes = cache_bytes
+        self.caches = CacheBudget(cache_bytes)
+        self.index = TokenIndex(tokenizer, self.caches)
+        self._cache = LruCache(self.caches, "grammars", max_entries=cache_size,
+                               size=lambda g: Footprint(g, (self.index,)).tables)
+        # lexeme DFAs shared between grammars (the plain JSON string), at most an eighth of the budget
+        self._dfas = LruCache(self.caches, "lexeme DFAs", limit=cache_bytes // 8, size=dfa_bytes)
         self._separator_ok: bool | None = None   # see _spells_separator
         self._lock = threading.Lock()
         self._building: dict[tuple, threading.Lock] = {}   # key -> lock held while one thread builds it
 
+    @property
+    def cache_bytes(self) -> int:
+        return self.caches.limit
+
+    @cache_bytes.setter
+    def cache_bytes(self, n: int) -> None:
+        self.caches.limit = n
+
     def cached_bytes(self) -> int:
-        """What the cached grammars hold now (their footprints, see footprint.py)."""
-        with self._lock:
-            return sum(f.nbytes() for f in self._footprints.values())
+        """What every cache below this compiler holds now (cache.py)."""
+        return self.caches.nbytes()
 
     def _cached(self, key: tuple, build) -> Grammar:
         """The cached grammar for key, built once: concurrent callers of a key being built wait for it."""
+        g = self._cache.get(key)
+        if g is not None:
+            self.caches.trim()
+            return g
         with self._lock:
-            g = self._cache.get(key)
-            if g is not None:
-                self._cache.move_to_end(key)
-                self._trim()
-                return g
             building = self._building.setdefault(key, threading.Lock())
         with building:
-            with self._lock:
-                g = self._cache.get(key)
+            g = self._cache.get(key)
             if g is None:
                 try:
                     with within(self.budget):
@@ -83,21 +87,8 @@ class GrammarCompiler:
                 finally:
                     with self._lock:
                         self._building.pop(key, None)
-                footprint = Footprint(g, (self.index,))
-                with self._lock:
-                    self._cache[key] = g
-                    self._footprints[key] = footprint
-                    self._trim()
+                g = self._cache.put(key, g)
         return g
-
-    def _trim(self) -> None:
-        """Evicts least recently used grammars past the entry or byte bound (the lock held). The shared lexeme
-        DFAs have a bound of their own (SharedDfas): clearing them with every eviction made each compile past
-        `cache_size` grammars rebuild the plain string and number DFAs, twice the compile time."""
-        total = sum(f.nbytes() for f in self._footprints.values())
-        while self._cache and (len(self._cache) > self._cache_size or total > self.cache_bytes):
-            key, _ = self._cache.popitem(last=False)
-            total -= self._footprints.pop(key).nbytes()
 
     def compile_regex(self, pattern: str) -> Grammar:
         """Grammar whose outputs match `pattern` entirely (Python regex syntax, ^/$ optional)."""
@@ -190,7 +181,7 @@ class GrammarCompiler:
         dfa = self._dfas.get(("regex", pattern))
         if dfa is None:
             try:
-                dfa = self._dfas[("regex", pattern)] = lower_char_fsm(regex_to_char_fsm(pattern), False)
+                dfa = self._dfas.put(("regex", pattern), lower_char_fsm(regex_to_char_fsm(pattern), False))
             except OverflowError as e:
                 raise GrammarError(f"regex {pattern!r}: {e}") from None
         return dfa

@@ -1,19 +1,19 @@
 """What a compiled grammar holds in memory, for the grammar cache's byte bound (compiler.py).
 
 `Footprint(grammar, shared)` measures the grammar's tables once (every object it reaches, numpy arrays by their
-buffers, the token index and its shared caches left out) and keeps a handle on its mask caches, which grow as
-requests use the grammar: `nbytes()` is the tables plus the caches as they are now, counted cheaply (entries
-times the size of one), so that the compiler can sum every cached grammar on each compile."""
+buffers, the token index and its shared caches left out, and every LruCache, which charges its own entries to
+the budget: cache.py) and keeps a handle on its mask caches, which grow as requests use the grammar: `nbytes()`
+is the tables plus the caches as they are now. The compiler charges a grammar's entry with its `tables`."""
 from __future__ import annotations
 
 import sys
-import threading
 import types
-from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+
+from .cache import LruCache
 
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
            types.CodeType)
@@ -28,7 +28,7 @@ def deep_bytes(root: Any, skip: set[int]) -> int:
     total = 0
     while todo:
         obj = todo.pop()
-        if id(obj) in seen or isinstance(obj, _OPAQUE):
+        if id(obj) in seen or isinstance(obj, _OPAQUE) or isinstance(obj, LruCache):  # caches: charged apart
             continue
         seen.add(id(obj))
         if isinstance(obj, np.ndarray):
@@ -55,11 +55,14 @@ def deep_bytes(root: Any, skip: set[int]) -> int:
     return total
 
 
-def cache_bytes(owner: Any) -> int:
-    """The growing caches of a mask object (its dict attributes), counted as entries times one entry's size."""
+def cache_bytes(owner: Any, lru: bool = True) -> int:
+    """The growing caches of a mask object: its LruCaches by what they hold (cache.py; `lru` False: left out),
+    its dict attributes as entries times one entry's size."""
     total = 0
     for value in vars(owner).values():
-        if isinstance(value, dict) and value:
+        if isinstance(value, LruCache):
+            total += value.nbytes() if lru else 0
+        elif isinstance(value, dict) and value:
             sample = next(iter(value.values()))
             one = sample.nbytes if isinstance(sample, np.ndarray) else sys.getsizeof(sample)
             total += len(value) * (one + _ENTRY_OVERHEAD)
@@ -78,7 +81,8 @@ class Footprint:
                 if isinstance(value, dict):
                     skip.update(id(v) for v in value.values())
         self._growing = _mask_owners(grammar)
-        self.tables = deep_bytes(grammar, skip) - sum(cache_bytes(m) for m in self._growing)
+        # deep_bytes does not enter LruCaches: only dict caches are to take out
+        self.tables = deep_bytes(grammar, skip) - sum(cache_bytes(m, lru=False) for m in self._growing)
 
     def nbytes(self) -> int:
         return max(self.tables, 0) + sum(cache_bytes(m) for m in self._growing)
@@ -95,44 +99,7 @@ def _mask_owners(grammar: Any) -> list[Any]:
 _DFA_TABLES = 5     # a ByteDFA holds its [n, 256] table about five times over (walk table, flat walks, rows)
 
 
-class SharedDfas:
-    """The lexeme DFAs that compiles share (the plain JSON string, a pattern's DFA), least recently used out
-    first past `limit` bytes. A DFA is counted by its table (`_DFA_TABLES` copies of it), anything else by
-    `deep_bytes`, once, when stored. Evicting a DFA only makes the next compile that needs it rebuild it:
-    grammars hold their own references. Thread-safe: compiles run on several threads."""
-
-    def __init__(self, limit: int):
-        self.limit = limit
-        self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def get(self, key: Hashable) -> Any:
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-            return entry[0]
-
-    def __setitem__(self, key: Hashable, value: Any) -> None:
-        table = getattr(value, "table", None)
-        size = table.nbytes * _DFA_TABLES if isinstance(table, np.ndarray) else deep_bytes(value, set())
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self._bytes += size - (old[1] if old else 0)
-            self._entries[key] = (value, size)
-            while self._bytes > self.limit and len(self._entries) > 1:
-                _, (_, gone) = self._entries.popitem(last=False)
-                self._bytes -= gone
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def nbytes(self) -> int:
-        return self._bytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
-            self._bytes = 0
+def dfa_bytes(value: Any) -> int:
+    """A shared lexeme DFA by its table (`_DFA_TABLES` copies of it), anything else by `deep_bytes`."""
+    table = getattr(value, "table", None)
+    return table.nbytes * _DFA_TABLES if isinstance(table, np.ndarray) else deep_bytes(value, set())

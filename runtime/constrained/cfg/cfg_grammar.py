@@ -1,6 +1,7 @@
 """A compiled context-free grammar: a normalized CfgIR made runnable for one vocabulary, with the same
-`matcher()` as JSON's `Grammar` (parser/matcher.py's GrammarMatcher runs it: allowed masks, accept_token, accepting,
-forced text, so jump-forward works unchanged). Immutable and shared between requests; its caches only grow."""
+`matcher()` as JSON's `Grammar` (parser/matcher.py's GrammarMatcher runs it: allowed masks, accept_token,
+accepting, forced text, so jump-forward works unchanged). Immutable and shared between requests, apart from its
+caches (LruCaches charged to the index's budget)."""
 from __future__ import annotations
 
 from ..errors import GrammarError
@@ -21,7 +22,7 @@ class CfgGrammar:
         self.kind, self.spec, self.index = kind, spec, index
         self.source_ir = ir
         self.ir = normalize(ir)
-        self.parser = CfgParser(self.ir)
+        self.parser = CfgParser(self.ir, index.budget)
         if not self.parser.initial:
             raise GrammarError(f"{kind} grammar admits no string at all")
         for dfa in filter(None, self.parser.dfas):

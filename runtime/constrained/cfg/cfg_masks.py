@@ -14,14 +14,11 @@ wholly; the tokens that leave it part-way are those holding, past their first by
 (a structure's end: one byte, a few hundred tokens), each run through the parser."""
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
 from ..vocab.token_index import TokenIndex
 from .cfg_parser import CfgParser, Inside, Opaque, Stack
 
-_CACHE_LIMIT = 8_192
 _FEW_INSIDE = 32     # inside tokens past this many are OR-ed in as a cached packed mask (TokenIndex.packed_inside)
 _FEW = 16            # tokens leaving at one trie node up to this many are checked one by one
 _ROOT_STATES = 512   # DFA states classify_roots classifies at compile time (~40 us each)
@@ -36,10 +33,10 @@ class CfgMasks:
         self.vocab_size = index.vocab_size
         self.words = (index.vocab_size + 31) // 32
         self._zeros = np.zeros(self.words, np.int32)
-        self._masks: dict[Stack, np.ndarray] = {}
-        self._below: dict[tuple, np.ndarray] = {}       # (stack below a lexeme, trie node) -> packed mask
-        self._deep: dict[Stack, bool] = {}              # shortened stacks whose mask needs what they left out
-        self._lock = threading.Lock()
+        # charged to the index's budget (cache.py)
+        self._masks = index.cache("cfg stack masks")
+        self._below = index.cache("cfg masks below")   # (stack below a lexeme, trie node) -> packed mask
+        self._deep = index.cache("cfg deep stacks")    # shortened stacks whose mask needs what they left out
 
     def classify_roots(self) -> None:
         """Classifies the vocabulary from the states of the terminals' DFAs (TokenIndex.classify at the trie's
@@ -72,9 +69,9 @@ class CfgMasks:
         try:
             hit = self.stack_mask(short)
         except Opaque:
-            self._store(self._deep, short, True)
+            self._deep.put(short, True)
             hit = self._compute(stack)
-        return self._store(self._masks, stack, hit)
+        return self._masks.put(stack, hit)
 
     def _compute(self, stack: Stack) -> np.ndarray:
         if not stack:
@@ -85,7 +82,7 @@ class CfgMasks:
         if self.parser.may_end(stack[-1]):
             # the lexeme may end right here: every token allowed after it is allowed now
             extra.extend(self.stack_mask(succ) for succ in self.parser.complete(stack[:-1]) if succ)
-        return self._store(self._masks, stack, _pack(ones, self.words, extra))
+        return self._masks.put(stack, _pack(ones, self.words, extra))
 
     def _lexeme_tokens(self, stack: Stack, node: int, ones: list[int], extra: list) -> None:
         """Append to `ones` (or to `extra`, as packed masks) the tokens below trie node `node` (its prefix already
@@ -150,11 +147,7 @@ class CfgMasks:
             at = np.flatnonzero(np.isin(index.tok_data, np.fromiter(follow, np.uint8, len(follow))))
             tok = np.searchsorted(index.tok_off, at, side="right") - 1     # the token each byte is in
             tok = np.unique(tok[at != index.tok_off[tok]])                 # past its first byte
-            hit = tok[index.is_text[tok]].tolist()
-            with self._lock:
-                if len(cache) > 256:
-                    cache.clear()
-                cache[follow] = hit
+            hit = cache.put(follow, tok[index.is_text[tok]].tolist())
         return hit
 
     def _tokens_below(self, below: Stack, node: int) -> np.ndarray:
@@ -168,15 +161,9 @@ class CfgMasks:
             for succ in self.parser.complete(below):
                 if succ:      # a lexeme at its start: it reads the next byte (lexemes are never empty)
                     self._lexeme_tokens(succ, node, ones, extra)
-            hit = self._store(self._below, key, _pack(ones, self.words, extra))
+            hit = self._below.put(key, _pack(ones, self.words, extra))
         return hit
 
-    def _store(self, cache: dict, key, value):
-        with self._lock:
-            if len(cache) > _CACHE_LIMIT:
-                cache.clear()
-            cache[key] = value
-        return value
 
 
 def _pack(ones: list[int], words: int, extra: list[np.ndarray]) -> np.ndarray:

@@ -11,14 +11,14 @@ Lexing is nondeterministic: a lexeme may end wherever its DFA accepts (Lark's `d
 reads the same strings). Ignored terminals may start at every lexeme boundary."""
 from __future__ import annotations
 
-import threading
 from typing import NamedTuple
 
+from ...defaults import GRAMMAR_CACHE_BYTES
+from ..cache import CacheBudget, LruCache
 from ..errors import GrammarError
 from .cfg_ir import CfgIR, Subgrammar
 
 Stack = tuple   # tuple[int, ...], an Inside on top where a subgrammar is being read
-_CACHE_LIMIT = 65_536
 _MAX_STACKS = 20_000       # stacks alive at once; past this the grammar is too ambiguous to run
 
 
@@ -36,7 +36,7 @@ class CfgParser:
     """Tables and the byte stepper for one normalized grammar. Immutable apart from caches that only grow
     (cleared wholesale at their limit), so one instance serves every request."""
 
-    def __init__(self, ir: CfgIR):
+    def __init__(self, ir: CfgIR, caches: CacheBudget | None = None):
         terms = list(ir.terminals)
         tid = {name: i for i, name in enumerate(terms)}
         rules = list(ir.rules)
@@ -84,12 +84,13 @@ class CfgParser:
         # out; whatever would read it raises Opaque, so what is computed without raising holds for every stack
         # with the same frames above it
         self.opaque = len(self.pos_sym)
-        self._expand: dict[Stack, tuple[Stack, ...]] = {}
-        self._complete: dict[Stack, tuple[Stack, ...]] = {}
-        self._accepting: dict[Stack, bool] = {}
-        self._next: dict[Stack, frozenset] = {}
-        self._enter: dict[tuple[Stack, int], tuple[Stack, ...]] = {}
-        self._lock = threading.Lock()
+        # per stack, charged to `caches` (the grammar's index's budget; None: one of its own)
+        caches = caches if caches is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
+        self._expand = LruCache(caches, "cfg expansions")
+        self._complete = LruCache(caches, "cfg completions")
+        self._accepting = LruCache(caches, "cfg accepting")
+        self._next = LruCache(caches, "cfg next bytes")
+        self._enter = LruCache(caches, "cfg lexeme entries")
         start = nid[ir.start]
         self.initial: tuple[Stack, ...] = self.after_call(start)
 
@@ -127,7 +128,7 @@ class CfgParser:
         if hit is None:
             out: list[Stack] = []
             self._push(below, out, 0)
-            hit = self._store(self._expand, below, tuple(dict.fromkeys(out)))
+            hit = self._expand.put(below, tuple(dict.fromkeys(out)))
         return hit
 
     def _push(self, below: Stack, out: list, depth: int) -> None:
@@ -158,15 +159,8 @@ class CfgParser:
         hit = self._complete.get(below)
         if hit is None:
             out = list(self.expand(below)) + [below + self.starts[t] for t in self.ignore]
-            hit = self._store(self._complete, below, tuple(dict.fromkeys(out)))
+            hit = self._complete.put(below, tuple(dict.fromkeys(out)))
         return hit
-
-    def _store(self, cache: dict, key, value):
-        with self._lock:
-            if len(cache) > _CACHE_LIMIT:
-                cache.clear()
-            cache[key] = value
-        return value
 
     # --- reading bytes -----------------------------------------------------------------------------------------
     def run(self, stacks, data: bytes) -> list[Stack]:
@@ -221,7 +215,7 @@ class CfgParser:
         lexemes may come next, a grammar's keywords; few of them read a given byte)."""
         hit = self._enter.get((below, b))
         if hit is None:
-            hit = self._store(self._enter, (below, b), self._enter_uncached(below, b))
+            hit = self._enter.put((below, b), self._enter_uncached(below, b))
         return hit
 
     def _enter_uncached(self, below: Stack, b: int) -> tuple[Stack, ...]:
@@ -247,7 +241,7 @@ class CfgParser:
             return True
         hit = self._accepting.get(stack)
         if hit is None:
-            hit = self._store(self._accepting, stack, self.may_end(stack[-1]) and () in self.expand(stack[:-1]))
+            hit = self._accepting.put(stack, self.may_end(stack[-1]) and () in self.expand(stack[:-1]))
         return hit
 
     def next_bytes(self, stack: Stack) -> frozenset:
@@ -259,7 +253,7 @@ class CfgParser:
             out = set(self.live_bytes(stack[-1]))
             if self.may_end(stack[-1]):
                 out.update(self.follow_bytes(stack[:-1]))
-            hit = self._store(self._next, stack, frozenset(out))
+            hit = self._next.put(stack, frozenset(out))
         return hit
 
     def follow_bytes(self, below: Stack) -> set[int]:

@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import NamedTuple, Protocol
 from weakref import WeakKeyDictionary
 
+from ..cache import LruCache
+
 from .frames import Arr, Key, Lex, Obj
 
 _WS = frozenset(b" \t\n\r")
@@ -37,11 +39,11 @@ class _Runnable(Protocol):
     def next_bytes(self, stack) -> frozenset: ...
 
 
-_CACHE_LIMIT = 50_000
-# per grammar: coarse state -> the Closing found, or (None, depth) searched that deep in vain. A grammar is shared by
-# every request that uses it, and generations pass the same places of a schema again and again (with the counts
-# folded, a string being written is one state however long it gets), so most searches are lookups.
-_CACHES: "WeakKeyDictionary[object, dict]" = WeakKeyDictionary()
+# per grammar, in an LruCache charged to its index's budget: coarse state -> the Closing found, or (None, depth)
+# searched that deep in vain. A grammar is shared by every request that uses it, and generations pass the same
+# places of a schema again and again (with the counts folded, a string being written is one state however long it
+# gets), so most searches are lookups.
+_CACHES: "WeakKeyDictionary[object, LruCache]" = WeakKeyDictionary()
 
 
 class Closing(NamedTuple):
@@ -60,7 +62,7 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 16,
     not searched again). Results are cached per grammar and (coarse) state."""
     cache = _CACHES.get(g)
     if cache is None:
-        cache = _CACHES.setdefault(g, {})
+        cache = _CACHES.setdefault(g, g.index.cache("closings"))
     stacks = tuple(stacks)
     key = _coarse(g, stacks)
     hit = cache.get(key)
@@ -70,8 +72,6 @@ def closing_bytes(g: _Runnable, stacks: tuple, horizon: int, beam: int = 16,
         if horizon <= hit[1]:           # searched as far before, in vain
             return None
     found, searched = _search(g, stacks, key, horizon, beam, max_steps)
-    if len(cache) >= _CACHE_LIMIT:
-        cache.clear()
     if found is not None:
         cache[key] = found
     elif searched > (hit[1] if hit is not None else 0):

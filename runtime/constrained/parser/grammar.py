@@ -29,11 +29,12 @@ class Grammar:
         self.sat = ir.satisfiable
         if not self.sat[root]:
             raise GrammarError(f"{kind} {spec[:200]!r} admits no value at all")
-        keys = ObjectKeys(nodes, self.sat, canonical=ir.canonical, ordered=ir.ordered, unique=ir.unique_keys)
+        keys = ObjectKeys(nodes, self.sat, canonical=ir.canonical, ordered=ir.ordered, unique=ir.unique_keys,
+                          index=index)
         keys.build_all()      # 1-3 ms per object: paid while compiling, not on the object's first token
         for dfa in keys.built() + [n.dfa for n in nodes if isinstance(n, LexNode)]:
             dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
-        self.parser = Parser(nodes, self.sat, ir.whitespace, keys, ir.separator, ir.ws_run)
+        self.parser = Parser(nodes, self.sat, ir.whitespace, keys, ir.separator, ir.ws_run, index.budget)
         # the input starts with a value of the root; with no whitespace to skip, a root lexeme is entered at
         # once, so that a regex matching the empty text accepts before any byte
         if not ir.whitespace and isinstance(nodes[root], LexNode):

@@ -13,25 +13,28 @@ carries the name read so far, the parser refuses the closing quote of a name alr
 tokens that would write it (stack_masks.py)."""
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Hashable
 
 import numpy as np
 
+from ...defaults import GRAMMAR_CACHE_BYTES
 from ..automata.byte_dfa import ByteDFA
 from ..automata.charfsm import label_product, literal_trie
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.key_dfa import words_dfa
+from ..cache import CacheBudget, LruCache
 from ..ir.nodes import EXTRA, Node, ObjectNode
+from ..vocab.token_index import TokenIndex
 
-_CACHE_LIMIT = 8_192
+_MISSING = object()
+_DFA_TABLES = 5     # a ByteDFA holds its [n, 256] table about five times over (footprint.py)
 
 
 class ObjectKeys:
     """Name logic for the objects of one grammar. Immutable apart from caches that only grow."""
 
-    def __init__(self, nodes: list[Node], sat: list[bool], canonical: bool, ordered: bool, unique: bool = False):
+    def __init__(self, nodes: list[Node], sat: list[bool], canonical: bool, ordered: bool, unique: bool = False,
+                 index: TokenIndex | None = None):
         # `ordered` (generation mode): named properties come in the schema's order, a required one is never
         # skipped, and other names only once every required one is there, so keys are forced text.
         # `unique` (generation mode): no name twice in one object, undeclared names included (see tracks_names)
@@ -39,8 +42,13 @@ class ObjectKeys:
         self.unique = unique
         self._tracks: dict[int, bool] = {}
         self._dfas: dict[int, tuple[ByteDFA, dict, np.ndarray]] = {}
-        self._choices: dict[tuple, tuple[dict, bool] | None] = {}
-        self._allowed: dict[tuple, tuple[np.ndarray, list[bool]]] = {}
+        # per (object, names seen, count): charged to the index's budget (None: a budget of their own)
+        budget = index.budget if index is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
+        self._choices = LruCache(budget, "object name choices")
+        self._allowed = LruCache(budget, "object name states")
+        # key DFAs by names: shared by every grammar on the index (one object shape recurs across a service's
+        # schemas: 1185 key DFAs for 400 MaskBench schemas were 680 distinct)
+        self._names = index.derived_cache("object key DFAs") if index is not None else LruCache(budget, "names")
 
     # --- which names ---------------------------------------------------------------------------------------
     def required(self, node: ObjectNode, seen: frozenset) -> frozenset:
@@ -90,8 +98,9 @@ class ObjectKeys:
         """(allowed named properties, whether other names are allowed) for the next property; None if none.
         Cached."""
         key = (nid, seen, nk)
-        if key in self._choices:
-            return self._choices[key]
+        hit = self._choices.get(key, _MISSING)
+        if hit is not _MISSING:
+            return hit
         node = self.nodes[nid]
         out = None
         if node.max_props is None or nk + 1 <= node.max_props:
@@ -102,8 +111,6 @@ class ObjectKeys:
                 (not self.ordered or self.required(node, seen) <= seen)
             if named or extra:
                 out = (named, extra)
-        if len(self._choices) > _CACHE_LIMIT:
-            self._choices.clear()
         self._choices[key] = out
         return out
 
@@ -132,9 +139,21 @@ class ObjectKeys:
                 dfa = self._pattern_dfa(node)
                 hit = (dfa, *label_reach(dfa))
             else:
-                hit = _names_entry(tuple(sorted(node.props)),
-                                   node.additional is not None and self.sat[node.additional], self.canonical)
+                hit = self._names_entry(tuple(sorted(node.props)),
+                                        node.additional is not None and self.sat[node.additional])
             self._dfas[nid] = hit
+        return hit
+
+    def _names_entry(self, names: tuple[str, ...], others: bool) -> tuple[ByteDFA, dict, np.ndarray]:
+        """The key DFA (and label_reach) of an object whose names are `names` (sorted), plus any other name
+        when `others`; shared through the index (the DFA is immutable and depends on nothing else)."""
+        key = (names, others, self.canonical)
+        hit = self._names.get(key)
+        if hit is None:
+            dfa = words_dfa({n: n for n in names}, EXTRA if others else None, canonical=self.canonical)
+            hit = (dfa, *label_reach(dfa))
+            hit[2].flags.writeable = False   # shared between grammars
+            hit = self._names.put(key, hit, nbytes=dfa.table.nbytes * _DFA_TABLES + hit[2].nbytes)
         return hit
 
     def _pattern_dfa(self, node: ObjectNode) -> ByteDFA:
@@ -167,10 +186,7 @@ class ObjectKeys:
                 if ch is not None and (label in ch[0] or (ch[1] and (label is EXTRA or isinstance(label, tuple)))):
                     want[i >> 6] |= np.uint64(1 << (i & 63))
             ok = (reach & want).any(axis=1)
-            hit = (ok, ok.tolist())
-            if len(self._allowed) > _CACHE_LIMIT:
-                self._allowed.clear()
-            self._allowed[key] = hit
+            hit = self._allowed.put(key, (ok, ok.tolist()))
         return hit
 
     def tracks_names(self, nid: int) -> bool:
@@ -232,32 +248,6 @@ def _other_names_unbounded(dfa: ByteDFA) -> bool:
             cyclic.append(s)
     unbounded = backward(cyclic, live.__contains__)
     return all(s in unbounded for s in live if not dfa.accepting_list[s])
-
-
-_NAMES: OrderedDict[tuple, tuple[ByteDFA, dict, np.ndarray]] = OrderedDict()
-_NAMES_LOCK = threading.Lock()
-_NAMES_LIMIT = 4_096
-
-
-def _names_entry(names: tuple[str, ...], others: bool, canonical: bool) -> tuple[ByteDFA, dict, np.ndarray]:
-    """The key DFA (and label_reach) of an object whose names are `names` (sorted), plus any other name when
-    `others`. Shared by every grammar of the process, least recently used dropped past _NAMES_LIMIT: the DFA is
-    immutable and depends on nothing else, and one object shape recurs across a service's schemas (1185 key
-    DFAs for 400 MaskBench schemas were 680 distinct)."""
-    key = (names, others, canonical)
-    with _NAMES_LOCK:
-        hit = _NAMES.get(key)
-        if hit is not None:
-            _NAMES.move_to_end(key)
-            return hit
-    dfa = words_dfa({n: n for n in names}, EXTRA if others else None, canonical=canonical)
-    hit = (dfa, *label_reach(dfa))
-    hit[2].flags.writeable = False   # shared between grammars
-    with _NAMES_LOCK:
-        _NAMES[key] = hit
-        if len(_NAMES) > _NAMES_LIMIT:
-            _NAMES.popitem(last=False)
-    return hit
 
 
 def label_reach(dfa: ByteDFA) -> tuple[dict[Hashable, int], np.ndarray]:

@@ -3,22 +3,23 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from ...defaults import GRAMMAR_CACHE_BYTES
+from ..cache import CacheBudget, LruCache
 from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
 from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OPEN, OBJ_VALUED, RAN, Arr, End,
                      Key, Lex, Obj, Ran, Stack, Value)
 from .object_keys import ObjectKeys
 
-_CACHE_LIMIT = 8_192
 _UNKNOWN = object()
 
 
 class Parser:
-    """Stepping over stacks of frames. Immutable apart from caches that only grow: `next_bytes`, and the
+    """Stepping over stacks of frames. Immutable apart from its caches: `next_bytes` (an LruCache), and the
     frames most bytes create (Lex without a character count, Key, Value), made once per (node, DFA state) and
     shared: building a NamedTuple costs ~5x a plain tuple, and shared frames compare by identity."""
 
     def __init__(self, nodes: list[Node], sat: list[bool], ws: frozenset, keys: ObjectKeys,
-                 separator: int | None = None, ws_run: int | None = None):
+                 separator: int | None = None, ws_run: int | None = None, caches: CacheBudget | None = None):
         # whitespace (see GrammarIR): `ws` bytes are skipped anywhere, unbounded; `separator` is a lexeme read
         # after every ':' and ','; a byte of `run_bytes` at a structural position inside the root value enters
         # the `ws_run` lexeme, which no second run may follow
@@ -26,13 +27,15 @@ class Parser:
         self.separator, self.ws_run = separator, ws_run
         self.run_bytes = frozenset(nodes[ws_run].dfa.live_bytes(nodes[ws_run].dfa.start)) \
             if ws_run is not None else frozenset()
-        self._next: dict[Stack, frozenset] = {}
+        # per stack, charged to `caches` (the grammar's index's budget; None: one of its own)
+        caches = caches if caches is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
+        self._next = LruCache(caches, "next bytes")
         self._ways: dict[tuple[int, int, int], list] = {}   # counted arrays: (node, index, count) -> item ways
         # per node id, filled on first use: Lex frames (nchars 0) / Key frames by DFA state; the Value frame
         self._lex: list[list | None] = [None] * len(nodes)
         self._key: list[list | None] = [None] * len(nodes)
         self._value: list[Value | None] = [None] * len(nodes)
-        self._starts: dict[tuple[int, int], tuple | None] = {}    # (node, byte) -> see _start_tails
+        self._starts = LruCache(caches, "value starts")    # (node, byte) -> see _start_tails
         self._firsts: dict[int, frozenset] = {}                     # node -> see _first
 
     def lex_frame(self, nid: int, state: int) -> Lex:
@@ -217,8 +220,6 @@ class Parser:
             tails = self._starts.get(key, _UNKNOWN)
             if tails is _UNKNOWN:
                 tails = self._start_tails(nid, b, frozenset())
-                if len(self._starts) > _CACHE_LIMIT:
-                    self._starts.clear()
                 self._starts[key] = tails
             if tails is not None:
                 return [below + t for t in tails]
@@ -344,9 +345,7 @@ class Parser:
                     hit |= self.next_bytes(stack[:-1] if top.node != self.ws_run else stack[:-1] + (RAN,))
             else:
                 hit = frozenset(b for b in self._candidates(stack) if self.step(stack, b))
-            if len(self._next) > _CACHE_LIMIT:
-                self._next.clear()
-            self._next[stack] = hit
+            hit = self._next.put(stack, hit)
         return hit
 
     def _candidates(self, stack: Stack) -> set[int]:

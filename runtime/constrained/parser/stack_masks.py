@@ -8,7 +8,6 @@ next, and only until a stack enters a lexeme: below that trie node the lexeme's 
 from __future__ import annotations
 
 import re
-import threading
 
 import numpy as np
 
@@ -18,31 +17,29 @@ from ..vocab.token_index import TokenIndex
 from .frames import END, LEXEMES, OBJ_NAMED, OBJ_VALUED, STRUCTURAL, End, Key, Lex, Obj, Ran, Stack, Value
 from .parser import Parser
 
-_CACHE_LIMIT = 8_192
 _DENSE = 4_096      # a lexeme's inside tokens past this many are OR-ed in as a cached packed mask
 _CLOSERS = re.compile(rb"[,}\]]")     # the bytes that may make a structural frame give way (see _local_top)
 
 
 class StackMasks:
-    """Mask computation and cache for one grammar. The caches only grow (cleared wholesale at their limit)
-    and writes hold the lock, so one instance is shared by every request."""
+    """Mask computation and caches for one grammar, shared by every request. The caches that grow with use are
+    LruCaches charged to the index's budget (cache.py)."""
 
     def __init__(self, parser: Parser, nodes: list[Node], index: TokenIndex):
         self.parser, self.nodes, self.index = parser, nodes, index
         self.vocab_size = index.vocab_size
         self.words = (index.vocab_size + 31) // 32
-        self._masks: dict[Stack, np.ndarray] = {}
-        self._far: dict[tuple, np.ndarray] = {}     # (stack below, lexeme node, DFA state) -> mask, see stack_mask
-        self._leaving: dict[tuple, tuple] = {}
-        self._need: dict[tuple, int] = {}
-        self._local: dict[tuple, bool] = {}         # (top frame, rest) -> accepted, see _local_ok
-        self._local_toks: dict[tuple, tuple] = {}   # see _local_tokens
+        self._masks = index.cache("stack masks")
+        self._far = index.cache("far masks")     # (stack below, lexeme node, DFA state) -> mask, see stack_mask
+        self._leaving = index.cache("leaving tokens")
+        self._need: dict[tuple, int] = {}           # per (DFA, state): bounded by the grammar's DFAs
+        self._local = index.cache("local rests")    # (top frame, rest) -> accepted, see _local_ok
+        self._local_toks = index.cache("local tokens")   # see _local_tokens
         self._grouped = index.derived_cache("json_leaving_groups")    # see _groups: shared by grammars
-        self._lock = threading.Lock()
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
-        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached; the
-        cache holds ~6 KB per stack and is cleared when it reaches _CACHE_LIMIT entries."""
+        """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached (~6 KB
+        per stack)."""
         hit = self._masks.get(stack)
         if hit is not None:
             return hit
@@ -57,21 +54,14 @@ class StackMasks:
                 far = (stack[:-1], top.node, top.state)
                 hit = self._far.get(far)
                 if hit is None:
-                    hit = self._store(self._far, far, self._compute(stack))
+                    hit = self._far.put(far, self._compute(stack))
                 return hit
-        return self._store(self._masks, stack, self._compute(stack))
+        return self._masks.put(stack, self._compute(stack))
 
     def stack_mask_bool(self, stack: Stack) -> np.ndarray:
         """`stack_mask` unpacked to bool [vocab]."""
         return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
             .astype(bool)
-
-    def _store(self, cache: dict, key, packed: np.ndarray) -> np.ndarray:
-        with self._lock:
-            if len(cache) > _CACHE_LIMIT:
-                cache.clear()
-            cache[key] = packed
-        return packed
 
     def _max_need(self, dfa: ByteDFA, s: int) -> int:
         """Largest character count a token can add from DFA state s (plus what must follow), for caching."""
@@ -235,10 +225,7 @@ class StackMasks:
                         per_name.extend(toks)
                     elif (cut == 0 or self._local_ok(below, rest[:cut])) and self.parser.run((below,), rest):
                         out.extend(toks)
-            with self._lock:
-                if len(self._leaving) > _CACHE_LIMIT:
-                    self._leaving.clear()
-                hit = self._leaving[key] = (tuple(out), tuple(per_name))
+            hit = self._leaving.put(key, (tuple(out), tuple(per_name)))
         if not hit[1]:
             return hit[0]
         skip = self.index.depth[node]
@@ -259,11 +246,7 @@ class StackMasks:
                     local.append((rest, toks))
                 else:
                     other.append((rest, toks, found.start()))
-            hit = {a: (tuple(lo), tuple(ot)) for a, (lo, ot) in by.items()}
-            with self._lock:
-                if len(self._grouped) > _CACHE_LIMIT:
-                    self._grouped.clear()
-                self._grouped[gkey] = hit
+            hit = self._grouped.put(gkey, {a: (tuple(lo), tuple(ot)) for a, (lo, ot) in by.items()})
         return hit
 
     def _local_top(self, below: Stack) -> Stack | None:
@@ -295,11 +278,8 @@ class StackMasks:
         if hit is None:
             start = (short,)
             first = self.parser.next_bytes(short)
-            hit = tuple(x for rest, toks in local if rest[0] in first and self.parser.run(start, rest) for x in toks)
-            with self._lock:
-                if len(self._local_toks) > _CACHE_LIMIT:
-                    self._local_toks.clear()
-                self._local_toks[key] = hit
+            hit = self._local_toks.put(key, tuple(x for rest, toks in local
+                                                  if rest[0] in first and self.parser.run(start, rest) for x in toks))
         return hit
 
     def _local_ok(self, below: Stack, rest: bytes) -> bool:
@@ -310,11 +290,7 @@ class StackMasks:
         key = (short, rest)
         hit = self._local.get(key)
         if hit is None:
-            hit = bool(self.parser.run((short,), rest))
-            with self._lock:
-                if len(self._local) > _CACHE_LIMIT:
-                    self._local.clear()
-                self._local[key] = hit
+            hit = self._local.put(key, bool(self.parser.run((short,), rest)))
         return hit
 
     def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:

@@ -12,17 +12,16 @@ Results are cached per (dfa.key, state, node), so equal DFAs in different gramma
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Callable
 
 import numpy as np
 
+from ...defaults import GRAMMAR_CACHE_BYTES
 from ..automata.byte_dfa import ByteDFA
+from ..cache import CacheBudget, LruCache
 from . import trie_walk
 from .vocab_trie import VocabTrie
 
-_CACHE_BYTES = 256 << 20    # classification cache budget
-_PACKED_LIMIT = 4_096       # packed masks (6 KB each) kept before that cache is cleared
 _KERNEL_NODES = 64         # first bytes' subtrees past this many nodes are classified by the compiled scan
 _KERNEL_LEAVING = 16       # leaving tokens past this many are walked by the compiled loop (trie_walk.py)
 _WS = b" \t\n\r"           # JSON whitespace
@@ -79,27 +78,33 @@ class TokenIndex(VocabTrie):
     (torch brings ~670k tracked objects, most of a full collection's time) is the embedding application's
     choice: `gc.freeze()` after loading."""
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, caches: CacheBudget | None = None):
+        """`caches`: the budget its caches are charged to (a compiler's; None: one of GRAMMAR_CACHE_BYTES of
+        its own). Every grammar on this index charges its mask caches to the same budget (`budget`)."""
         super().__init__(tokenizer)
-        self._cache: OrderedDict[tuple, TokenClasses] = OrderedDict()
-        self._cache_bytes = 0
+        self.budget = caches if caches is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
+        self._cache = LruCache(self.budget, "token classes")
         self._ws: dict[int, tuple[int, ...]] = {}
         self._ws_step: dict[int, tuple[dict[int, tuple[int, ...]], tuple[int, ...]]] = {}
-        self._packed: dict[tuple, np.ndarray] = {}
-        self._split: dict[tuple, tuple] = {}
-        self._derived: dict[str, dict] = {}
+        self._packed = LruCache(self.budget, "packed inside masks")
+        self._split = LruCache(self.budget, "alias splits")
+        self._derived: dict[str, LruCache] = {}
         self._lock = threading.Lock()
         trie_walk.warm(self.scan, self.by_pre, self.tok_off, self.tok_data)
 
-    def derived_cache(self, name: str) -> dict:
-        """A dict named `name`, made on first use, for results that follow from this index's classifications
+    def derived_cache(self, name: str) -> LruCache:
+        """A cache named `name`, made on first use, for results that follow from this index's classifications
         alone (keyed by DFA key, state, trie node...): one per index, so every grammar on this vocabulary
-        shares them. Its user bounds its size."""
+        shares them; charged to the index's budget."""
         hit = self._derived.get(name)
         if hit is None:
             with self._lock:
-                hit = self._derived.setdefault(name, {})
+                hit = self._derived.setdefault(name, LruCache(self.budget, name))
         return hit
+
+    def cache(self, name: str, **bounds) -> LruCache:
+        """A new cache charged to this index's budget (a grammar's mask caches: cache.py's LruCache)."""
+        return LruCache(self.budget, name, **bounds)
 
     def ws_closure(self, node: int) -> tuple[int, ...]:
         """Trie nodes reached from `node` by JSON whitespace bytes, `node` first. Cached."""
@@ -139,9 +144,6 @@ class TokenIndex(VocabTrie):
         key = (dfa.key, state, node)
         hit = self._cache.get(key)
         if hit is not None:
-            with self._lock:
-                if key in self._cache:
-                    self._cache.move_to_end(key)      # least recently used goes first
             return hit
         alias = dfa.alias
         if node == 0 and alias is not None and state < alias.num_states:
@@ -151,13 +153,7 @@ class TokenIndex(VocabTrie):
             out = _merge(base, part, redo[self.token_first], self._points_of)
         else:
             out = self._walk(dfa, state, node, None)
-        with self._lock:
-            if key not in self._cache:
-                self._cache[key] = out
-                self._cache_bytes += out.nbytes()
-            while self._cache_bytes > _CACHE_BYTES and len(self._cache) > 1:
-                self._cache_bytes -= self._cache.popitem(last=False)[1].nbytes()
-        return out
+        return self._cache.put(key, out)
 
     def split(self, dfa: ByteDFA, state: int) -> tuple[TokenClasses, np.ndarray, TokenClasses, np.ndarray]:
         """For a root state of a DFA built on `dfa.alias` (state >= alias.num_states): (base: the alias's classes
@@ -172,11 +168,8 @@ class TokenIndex(VocabTrie):
             redo[differ] = True
             keep = self.packed_inside(dfa.alias, dfa.alias_ref) & ~np.bitwise_or.reduce(
                 self.first_packed[differ], axis=0, initial=0)
-            hit = (self.classify(dfa.alias, dfa.alias_ref), redo, self._walk(dfa, state, 0, differ.tolist()), keep)
-            with self._lock:
-                if len(self._split) > _PACKED_LIMIT:
-                    self._split.clear()
-                self._split[key] = hit
+            hit = self._split.put(key, (self.classify(dfa.alias, dfa.alias_ref), redo,
+                                        self._walk(dfa, state, 0, differ.tolist()), keep))
         return hit
 
     def packed_inside(self, dfa: ByteDFA, state: int, node: int = 0) -> np.ndarray:
@@ -186,11 +179,7 @@ class TokenIndex(VocabTrie):
         if hit is None:
             mask = np.zeros(self.words * 32, bool)
             mask[self.classify(dfa, state, node).inside] = True
-            hit = np.packbits(mask, bitorder="little").view("<i4").astype(np.int32)
-            with self._lock:
-                if len(self._packed) > _PACKED_LIMIT:
-                    self._packed.clear()
-                self._packed[key] = hit
+            hit = self._packed.put(key, np.packbits(mask, bitorder="little").view("<i4").astype(np.int32))
         return hit
 
     def leave_points(self, dfa: ByteDFA, state: int, node: int = 0) -> tuple[tuple[int, np.ndarray], ...]:

@@ -74,12 +74,12 @@ def test_evicting_grammars_keeps_the_shared_lexeme_dfas(tokenizer):
     compiler = GrammarCompiler(tokenizer, cache_size=4)
     schema = lambda i: {"type": "object", "properties": {f"name{i}": {"type": "string"}}, "required": [f"name{i}"]}
     compiler.compile_json_schema(schema(0))
-    shared = dict(compiler._dfas._entries)
+    shared = {key: compiler._dfas.get(key) for key in compiler._dfas.keys()}
     assert shared
     for i in range(1, 12):
         compiler.compile_json_schema(schema(i))
     assert len(compiler._cache) == 4
-    for key, (dfa, _) in shared.items():
+    for key, dfa in shared.items():
         assert compiler._dfas.get(key) is dfa
 
 

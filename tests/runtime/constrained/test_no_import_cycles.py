@@ -16,14 +16,15 @@ PACKAGE = "sglite.runtime.constrained"
 LAYERS = {
     "errors": set(),
     "budget": {"errors"},
+    "cache": set(),
     "automata": {"errors", "budget"},
     "ir": {"automata", "budget"},
-    "vocab": {"automata"},
+    "vocab": {"automata", "cache"},
     "schema": {"automata", "ir", "errors", "budget"},
-    "parser": {"automata", "ir", "vocab", "errors", "budget"},
-    "cfg": {"automata", "vocab", "parser", "errors", "budget"},
-    "footprint": set(),
-    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors", "budget", "footprint"},
+    "parser": {"automata", "ir", "vocab", "errors", "budget", "cache"},
+    "cfg": {"automata", "vocab", "parser", "errors", "budget", "cache"},
+    "footprint": {"cache"},
+    "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors", "budget", "footprint", "cache"},
     "__init__": {"compiler", "errors", "parser", "cfg", "budget"},
 }
 

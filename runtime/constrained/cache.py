@@ -1,0 +1,180 @@
+"""The one cache type of the grammar stack: `LruCache`s charged to one `CacheBudget`.
+
+Every compiled artefact that outlives a call (grammars, lexeme DFAs, the token index's classifications and
+packed masks, each grammar's mask caches, the name DFAs that objects share) sits in an LruCache, and every
+LruCache of one compiler is charged to that compiler's budget (`grammar_cache_bytes`): one byte count, one
+least-recently-used order across them all. A cache may also bound itself (`limit` bytes, `max_entries`), within
+the budget.
+
+Recency is a stamp per entry, written on every hit without a lock (a dict lookup and a list store: the hot mask
+lookups cost what a plain dict did); eviction, under the budget's lock, sorts the entries of every cache by
+stamp and drops the oldest until the bytes are back to `TRIM_TO` of the bound, so the sort is paid once per
+tenth of the budget filled, not per insert. A dropped entry is only recomputed by the next lookup that needs it:
+whoever holds a value keeps it. A cache's bytes leave the budget when the cache is collected (a grammar
+evicted and no longer used)."""
+from __future__ import annotations
+
+import itertools
+import sys
+import threading
+import weakref
+from collections.abc import Hashable
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+ENTRY_OVERHEAD = 100   # a dict slot, the entry's list and its key, roughly
+TRIM_TO = 0.9          # eviction stops at this share of the bound
+
+
+def value_bytes(value: Any) -> int:
+    """What a cached value holds, cheaply: numpy arrays by their buffers, objects with an `nbytes()` method by
+    it, tuples and lists one level deep, anything else by sys.getsizeof."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes + 112
+    nbytes = getattr(value, "nbytes", None)
+    if callable(nbytes):
+        return int(nbytes())
+    if isinstance(value, (tuple, list)):
+        return sys.getsizeof(value) + sum(
+            v.nbytes + 112 if isinstance(v, np.ndarray) else sys.getsizeof(v) for v in value)
+    return sys.getsizeof(value)
+
+
+class CacheBudget:
+    """One byte bound over every LruCache made with it. `limit` may be changed; the next insert or `trim()`
+    applies it. Thread-safe."""
+
+    def __init__(self, limit: int):
+        if not (isinstance(limit, int) and not isinstance(limit, bool) and limit > 0):
+            raise ValueError(f"cache_bytes must be an int > 0, got {limit!r}")
+        self.limit = limit
+        self._bytes = 0
+        self._caches: weakref.WeakSet[LruCache] = weakref.WeakSet()
+        self._lock = threading.RLock()      # re-entered when a collected cache's finalizer runs inside it
+        self.stamp = itertools.count(1).__next__   # recency: atomic under the GIL
+
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def _add(self, n: int) -> None:
+        with self._lock:
+            self._bytes += n
+
+    def trim(self) -> None:
+        """Evicts least recently used entries, across every cache, until the bytes are within the bound."""
+        with self._lock:
+            if self._bytes <= self.limit:
+                return
+            entries = sorted((e[2], id(c), key, c) for c in list(self._caches) for key, e in c._entries.items())
+            goal = int(self.limit * TRIM_TO)
+            for _, _, key, c in entries:
+                if self._bytes <= goal:
+                    break
+                c._drop(key)
+
+
+class LruCache:
+    """A dict of computed values charged to `budget` (each value's bytes: `size(value)`, default value_bytes),
+    least recently used out first when the budget is full; also bounded by `limit` bytes and `max_entries` of
+    its own where given. `get` returns None for a missing key, so None is not a value to store."""
+
+    def __init__(self, budget: CacheBudget, name: str, limit: int | None = None, max_entries: int | None = None,
+                 size: Callable[[Any], int] = value_bytes):
+        self.budget, self.name, self.limit, self.max_entries, self._size = budget, name, limit, max_entries, size
+        self._entries: dict[Hashable, list] = {}      # key -> [value, bytes, stamp]
+        self._held = [0]                              # this cache's bytes (shared with its finalizer)
+        budget._caches.add(self)
+        weakref.finalize(self, _release, budget, self._held)
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        e = self._entries.get(key)
+        if e is None:
+            return default
+        e[2] = self.budget.stamp()
+        return e[0]
+
+    def put(self, key: Hashable, value: Any, nbytes: int | None = None) -> Any:
+        """Stores `value` unless `key` is stored already (first writer wins: the stored value is returned, so
+        every caller shares one), and trims."""
+        return self._store(key, value, nbytes, replace=False)
+
+    def __setitem__(self, key: Hashable, value: Any) -> None:
+        """Stores `value` under `key`, replacing what was there, and trims."""
+        self._store(key, value, None, replace=True)
+
+    def _store(self, key: Hashable, value: Any, nbytes: int | None, replace: bool) -> Any:
+        n = (self._size(value) if nbytes is None else nbytes) + ENTRY_OVERHEAD
+        b = self.budget
+        with b._lock:
+            old = self._entries.get(key)
+            if old is not None:
+                if not replace:
+                    old[2] = b.stamp()
+                    return old[0]
+                self._drop(key)
+            self._entries[key] = [value, n, b.stamp()]
+            self._held[0] += n
+            b._bytes += n
+            if (self.limit is not None and self._held[0] > self.limit) or \
+                    (self.max_entries is not None and len(self._entries) > self.max_entries):
+                self._trim_own()
+            if b._bytes > b.limit:
+                b.trim()
+        return value
+
+    def get_or_put(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """The cached value of `key`, computed by `build()` (outside the lock) and stored if missing."""
+        hit = self.get(key)
+        return hit if hit is not None else self.put(key, build())
+
+    def _trim_own(self) -> None:
+        """Its own bounds (the budget's lock held): oldest out first."""
+        goal_bytes = None if self.limit is None else int(self.limit * TRIM_TO)
+        goal_count = None if self.max_entries is None else self.max_entries
+        for _, key in sorted((e[2], k) for k, e in self._entries.items()):
+            if (goal_bytes is None or self._held[0] <= goal_bytes) and \
+                    (goal_count is None or len(self._entries) <= goal_count):
+                break
+            self._drop(key)
+
+    def _drop(self, key: Hashable) -> None:
+        e = self._entries.pop(key, None)
+        if e is not None:
+            self._held[0] -= e[1]
+            self.budget._bytes -= e[1]
+
+    def pop(self, key: Hashable, default: Any = None) -> Any:
+        with self.budget._lock:
+            e = self._entries.get(key)
+            self._drop(key)
+        return default if e is None else e[0]
+
+    def clear(self) -> None:
+        with self.budget._lock:
+            for key in list(self._entries):
+                self._drop(key)
+
+    def nbytes(self) -> int:
+        return self._held[0]
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self) -> list:
+        return list(self._entries)
+
+    def values(self) -> Iterator[Any]:
+        return (e[0] for e in list(self._entries.values()))
+
+    def __repr__(self) -> str:
+        return f"LruCache({self.name!r}, {len(self._entries)} entries, {self._held[0]} bytes)"
+
+
+def _release(budget: CacheBudget, held: list) -> None:
+    """A collected cache's bytes leave its budget."""
+    budget._add(-held[0])
+    held[0] = 0

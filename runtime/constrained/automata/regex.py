@@ -92,24 +92,24 @@ def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     compile_regex keeps as a counter)."""
     check_regex(pattern)
     budget = current()
-    check_unrolled_size(pattern, MAX_REGEX_STATES)
     body, start, end = _strip_anchors(pattern)
+    try:
+        tree = parse(body)               # the one parse: every check below and the builder read this tree
+    except re.error as e:                # an anchor stripped off a pattern that needed it, say
+        raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
+    check_unrolled_size(pattern, MAX_REGEX_STATES, tree)
     if _has_bare(body, "^$"):
         raise RegexUnsupported(f"regex {pattern!r}: anchors are only supported at the very start and end")
     if search and (start or end) and _top_level_alternation(body):
         raise RegexUnsupported(f"regex {pattern!r}: anchors with top-level '|' are ambiguous; group the "
                                "alternatives, e.g. ^(a|b)$")
     if not search:
-        words = literal_alternatives(body)
+        words = literal_alternatives(body, tree=tree)
         if words is not None:            # keywords, enums: a trie, linear in their length
             return literal_trie({w: True for w in words})
-    written = positions(body)
+    written = positions(body, tree)
     if budget is not None and written > budget.regex_positions:
         raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {written:,} positions, past the compile budget of "
                                     f"{budget.regex_positions:,}; split it or use fewer alternatives")
-    try:
-        tree = parse(body)
-    except re.error as e:                # an anchor stripped off a pattern that needed it, say
-        raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
     return build_char_fsm(pattern, tree, "ecma" if search else "python", search and not start,
                           search and not end, MAX_REGEX_STATES)

@@ -77,7 +77,7 @@ def counted_regex(pattern: str) -> CountedRegex | None:
     if unrolled_extra(items[:i] + items[i + 1:]) > MAX_REGEX_STATES:
         return None                      # two large counts: regex_to_char_fsm refuses, naming the larger
     budget = current()
-    size = positions(body)
+    size = positions(body, tree)
     if budget is not None and size > budget.regex_positions:
         raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {size:,} positions, past the compile budget of "
                                     f"{budget.regex_positions:,}; split it or use fewer alternatives")
@@ -91,7 +91,7 @@ def counted_regex(pattern: str) -> CountedRegex | None:
         fsm = determinize(nfa, start, final, MAX_REGEX_STATES, counter=loop)
     except MixedCount:
         try:
-            check_unrolled_size(pattern, MAX_REGEX_STATES)
+            check_unrolled_size(pattern, MAX_REGEX_STATES, tree)
         except CompileBudgetExceeded:
             raise CompileBudgetExceeded(
                 f"regex {pattern[:80]!r}: its counted repetition {written} cannot be kept as a counter (what is "

@@ -12,12 +12,13 @@ from ..budget import CompileBudgetExceeded
 _REPEATS = (sre.MAX_REPEAT, sre.MIN_REPEAT, sre.POSSESSIVE_REPEAT)
 
 
-def check_unrolled_size(pattern: str, limit: int) -> None:
+def check_unrolled_size(pattern: str, limit: int, tree=None) -> None:
     """Raises CompileBudgetExceeded naming the largest counted repetition when unrolling `pattern`'s counted
     repetitions adds more than `limit` positions to it (a long pattern without them, such as 2,000 literal
-    alternatives, is as large as it is written and passes). `pattern` must already parse (re.compile)."""
+    alternatives, is as large as it is written and passes). `pattern` must already parse (re.compile); `tree`:
+    its parse, where the caller has it (a regex is parsed once per compile)."""
     largest: list[tuple[int, str]] = []   # (positions, how the repetition is written)
-    parsed = sre_parse.parse(pattern)
+    parsed = sre_parse.parse(pattern) if tree is None else tree
     n = _size(parsed, True, largest)
     if n - _size(parsed, False) > limit:
         raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: its counted repetition {max(largest)[1]} unrolls to "
@@ -30,10 +31,10 @@ def unrolled_extra(items) -> int:
     return _size(items, True) - _size(items, False)
 
 
-def positions(pattern: str) -> int:
+def positions(pattern: str, tree=None) -> int:
     """The regex's size as written (each literal, class or anchor one position), counted repetitions not unrolled:
-    what the automaton builder's work grows with apart from them."""
-    return _size(sre_parse.parse(pattern), False)
+    what the automaton builder's work grows with apart from them. `tree`: its parse, if the caller has it."""
+    return _size(sre_parse.parse(pattern) if tree is None else tree, False)
 
 
 def _size(sub, unroll: bool, largest: list[tuple[int, str]] | None = None) -> int:
@@ -60,12 +61,12 @@ def _size(sub, unroll: bool, largest: list[tuple[int, str]] | None = None) -> in
     return total
 
 
-def literal_alternatives(pattern: str, limit: int = 100_000) -> list[str] | None:
+def literal_alternatives(pattern: str, limit: int = 100_000, tree=None) -> list[str] | None:
     """The words of a pattern that matches a finite set of at most `limit` strings and has no repetition or
     class range (`(?:w0|w1|...)`, as GBNF and Lark write a rule of keywords), else None. Such a pattern is a word
     set: a trie builds it in time linear in its length, where the general builder takes seconds for a few
-    thousand alternatives."""
-    parsed = sre_parse.parse(pattern)
+    thousand alternatives. `tree`: its parse, if the caller has it."""
+    parsed = sre_parse.parse(pattern) if tree is None else tree
     if parsed.state.flags & ~sre.SRE_FLAG_UNICODE:
         return None                       # IGNORECASE and the like change what a literal matches
     if not any(op is sre.BRANCH or op is sre.IN for op, _ in _walk(parsed)):

@@ -6,12 +6,15 @@ LruCache of one compiler is charged to that compiler's budget (`grammar_cache_by
 least-recently-used order across them all. A cache may also bound itself (`limit` bytes, `max_entries`), within
 the budget.
 
-Recency is a stamp per entry, written on every hit without a lock (a dict lookup and a list store: the hot mask
-lookups cost what a plain dict did); eviction, under the budget's lock, sorts the entries of every cache by
-stamp and drops the oldest until the bytes are back to `TRIM_TO` of the bound, so the sort is paid once per
-tenth of the budget filled, not per insert. A dropped entry is only recomputed by the next lookup that needs it:
-whoever holds a value keeps it. A cache's bytes leave the budget when the cache is collected (a grammar
-evicted and no longer used)."""
+Recency is a stamp per entry and per cache, written on every hit without a lock (a dict lookup and two stores:
+the hot mask lookups cost about what a plain dict did). Eviction, under the budget's lock, goes by cache first:
+the entries' stamps and sizes are gathered into numpy arrays and sorted there, which gives the stamp below which
+entries must go for the bytes to be back to `TRIM_TO` of the bound; a cache last used before that stamp (a
+grammar no longer used: all its mask caches) is emptied without a look at its entries, the others lose the
+entries older than it. Sorting Python tuples of every entry of every cache (tens of thousands of masks) put
+50-100 ms on the compile that crossed the bound; this is paid once per tenth of the budget filled. A dropped entry is only recomputed by the next lookup that needs it:
+whoever holds a value keeps it. A cache's bytes leave the budget when the cache is collected (a grammar evicted
+and no longer used)."""
 from __future__ import annotations
 
 import itertools
@@ -66,12 +69,21 @@ class CacheBudget:
         with self._lock:
             if self._bytes <= self.limit:
                 return
-            entries = sorted((e[2], id(c), key, c) for c in list(self._caches) for key, e in c._entries.items())
-            goal = int(self.limit * TRIM_TO)
-            for _, _, key, c in entries:
-                if self._bytes <= goal:
-                    break
-                c._drop(key)
+            caches = [c for c in self._caches if c._entries]
+            stamps = np.concatenate([np.fromiter((e[2] for e in c._entries.values()), np.int64, len(c._entries))
+                                     for c in caches])
+            sizes = np.concatenate([np.fromiter((e[1] for e in c._entries.values()), np.int64, len(c._entries))
+                                    for c in caches])
+            order = np.argsort(stamps, kind="stable")
+            need = self._bytes - int(self.limit * TRIM_TO)
+            k = min(int(np.searchsorted(np.cumsum(sizes[order]), need)), len(order) - 1)
+            cutoff = int(stamps[order[k]])        # entries stamped at or before it go
+            for c in caches:
+                if c.last <= cutoff:
+                    c._drop_all()
+                else:
+                    for key in [key for key, e in c._entries.items() if e[2] <= cutoff]:
+                        c._drop(key)
 
 
 class LruCache:
@@ -84,6 +96,7 @@ class LruCache:
         self.budget, self.name, self.limit, self.max_entries, self._size = budget, name, limit, max_entries, size
         self._entries: dict[Hashable, list] = {}      # key -> [value, bytes, stamp]
         self._held = [0]                              # this cache's bytes (shared with its finalizer)
+        self.last = budget.stamp()                    # its latest hit or insert
         budget._caches.add(self)
         weakref.finalize(self, _release, budget, self._held)
 
@@ -91,7 +104,7 @@ class LruCache:
         e = self._entries.get(key)
         if e is None:
             return default
-        e[2] = self.budget.stamp()
+        e[2] = self.last = self.budget.stamp()
         return e[0]
 
     def put(self, key: Hashable, value: Any, nbytes: int | None = None) -> Any:
@@ -108,12 +121,13 @@ class LruCache:
         b = self.budget
         with b._lock:
             old = self._entries.get(key)
+            self.last = b.stamp()
             if old is not None:
                 if not replace:
-                    old[2] = b.stamp()
+                    old[2] = self.last
                     return old[0]
                 self._drop(key)
-            self._entries[key] = [value, n, b.stamp()]
+            self._entries[key] = [value, n, self.last]
             self._held[0] += n
             b._bytes += n
             if (self.limit is not None and self._held[0] > self.limit) or \
@@ -127,6 +141,12 @@ class LruCache:
         """The cached value of `key`, computed by `build()` (outside the lock) and stored if missing."""
         hit = self.get(key)
         return hit if hit is not None else self.put(key, build())
+
+    def _drop_all(self) -> None:
+        """Every entry (the budget's lock held)."""
+        self.budget._bytes -= self._held[0]
+        self._held[0] = 0
+        self._entries.clear()
 
     def _trim_own(self) -> None:
         """Its own bounds (the budget's lock held): oldest out first."""

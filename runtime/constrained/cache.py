@@ -97,15 +97,9 @@ class LruCache:
         self._entries: dict[Hashable, list] = {}      # key -> [value, bytes, stamp]
         self._held = [0]                              # this cache's bytes (shared with its finalizer)
         self.last = budget.stamp()                    # its latest hit or insert
+        self.get = _getter(self._entries, budget.stamp, self)   # the hot path: a closure, no attribute lookups
         budget._caches.add(self)
         weakref.finalize(self, _release, budget, self._held)
-
-    def get(self, key: Hashable, default: Any = None) -> Any:
-        e = self._entries.get(key)
-        if e is None:
-            return default
-        e[2] = self.last = self.budget.stamp()
-        return e[0]
 
     def put(self, key: Hashable, value: Any, nbytes: int | None = None) -> Any:
         """Stores `value` unless `key` is stored already (first writer wins: the stored value is returned, so
@@ -192,6 +186,17 @@ class LruCache:
 
     def __repr__(self) -> str:
         return f"LruCache({self.name!r}, {len(self._entries)} entries, {self._held[0]} bytes)"
+
+
+def _getter(entries: dict, stamp: Callable[[], int], cache: LruCache) -> Callable[..., Any]:
+    """`cache.get(key, default=None)`: the value stored under `key` (stamped as just used), else `default`."""
+    def get(key: Hashable, default: Any = None) -> Any:
+        e = entries.get(key)
+        if e is None:
+            return default
+        e[2] = cache.last = stamp()
+        return e[0]
+    return get
 
 
 def _release(budget: CacheBudget, held: list) -> None:

@@ -22,7 +22,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Hashable
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -69,11 +69,9 @@ class CacheBudget:
         with self._lock:
             if self._bytes <= self.limit:
                 return
-            caches = [c for c in self._caches if c._entries]
-            stamps = np.concatenate([np.fromiter((e[2] for e in c._entries.values()), np.int64, len(c._entries))
-                                     for c in caches])
-            sizes = np.concatenate([np.fromiter((e[1] for e in c._entries.values()), np.int64, len(c._entries))
-                                    for c in caches])
+            caches = [c for c in self._caches if c._values]
+            stamps = np.concatenate([np.fromiter(c._stamps.values(), np.int64, len(c._stamps)) for c in caches])
+            sizes = np.concatenate([np.fromiter(c._sizes.values(), np.int64, len(c._sizes)) for c in caches])
             order = np.argsort(stamps, kind="stable")
             need = self._bytes - int(self.limit * TRIM_TO)
             k = min(int(np.searchsorted(np.cumsum(sizes[order]), need)), len(order) - 1)
@@ -82,22 +80,26 @@ class CacheBudget:
                 if c.last <= cutoff:
                     c._drop_all()
                 else:
-                    for key in [key for key, e in c._entries.items() if e[2] <= cutoff]:
+                    for key in [key for key, t in c._stamps.items() if t <= cutoff]:
                         c._drop(key)
 
 
 class LruCache:
     """A dict of computed values charged to `budget` (each value's bytes: `size(value)`, default value_bytes),
     least recently used out first when the budget is full; also bounded by `limit` bytes and `max_entries` of
-    its own where given. `get` returns None for a missing key, so None is not a value to store."""
+    its own where given. `get(key, default=None)` returns `default` for a missing key, as a dict does. Values, sizes
+    and stamps sit in three dicts of the same keys: an entry makes no object of its own (no list per entry for
+    the garbage collector to track)."""
 
     def __init__(self, budget: CacheBudget, name: str, limit: int | None = None, max_entries: int | None = None,
                  size: Callable[[Any], int] = value_bytes):
         self.budget, self.name, self.limit, self.max_entries, self._size = budget, name, limit, max_entries, size
-        self._entries: dict[Hashable, list] = {}      # key -> [value, bytes, stamp]
+        self._values: dict[Hashable, Any] = {}
+        self._sizes: dict[Hashable, int] = {}
+        self._stamps: dict[Hashable, int] = {}
         self._held = [0]                              # this cache's bytes (shared with its finalizer)
         self.last = budget.stamp()                    # its latest hit or insert
-        self.get = _getter(self._entries, budget.stamp, self)   # the hot path: a closure, no attribute lookups
+        self.get = _getter(self._values, self._stamps, budget.stamp, self)   # the hot path, as a closure
         budget._caches.add(self)
         weakref.finalize(self, _release, budget, self._held)
 
@@ -114,18 +116,19 @@ class LruCache:
         n = (self._size(value) if nbytes is None else nbytes) + ENTRY_OVERHEAD
         b = self.budget
         with b._lock:
-            old = self._entries.get(key)
             self.last = b.stamp()
-            if old is not None:
+            if key in self._values:
                 if not replace:
-                    old[2] = self.last
-                    return old[0]
+                    self._stamps[key] = self.last
+                    return self._values[key]
                 self._drop(key)
-            self._entries[key] = [value, n, self.last]
+            self._values[key] = value
+            self._sizes[key] = n
+            self._stamps[key] = self.last
             self._held[0] += n
             b._bytes += n
             if (self.limit is not None and self._held[0] > self.limit) or \
-                    (self.max_entries is not None and len(self._entries) > self.max_entries):
+                    (self.max_entries is not None and len(self._values) > self.max_entries):
                 self._trim_own()
             if b._bytes > b.limit:
                 b.trim()
@@ -140,62 +143,67 @@ class LruCache:
         """Every entry (the budget's lock held)."""
         self.budget._bytes -= self._held[0]
         self._held[0] = 0
-        self._entries.clear()
+        self._values.clear()
+        self._sizes.clear()
+        self._stamps.clear()
 
     def _trim_own(self) -> None:
         """Its own bounds (the budget's lock held): oldest out first."""
         goal_bytes = None if self.limit is None else int(self.limit * TRIM_TO)
         goal_count = None if self.max_entries is None else self.max_entries
-        for _, key in sorted((e[2], k) for k, e in self._entries.items()):
+        for _, key in sorted((t, k) for k, t in self._stamps.items()):
             if (goal_bytes is None or self._held[0] <= goal_bytes) and \
-                    (goal_count is None or len(self._entries) <= goal_count):
+                    (goal_count is None or len(self._values) <= goal_count):
                 break
             self._drop(key)
 
     def _drop(self, key: Hashable) -> None:
-        e = self._entries.pop(key, None)
-        if e is not None:
-            self._held[0] -= e[1]
-            self.budget._bytes -= e[1]
+        if self._values.pop(key, _MISSING) is not _MISSING:
+            n = self._sizes.pop(key)
+            del self._stamps[key]
+            self._held[0] -= n
+            self.budget._bytes -= n
 
     def pop(self, key: Hashable, default: Any = None) -> Any:
         with self.budget._lock:
-            e = self._entries.get(key)
+            value = self._values.get(key, default)
             self._drop(key)
-        return default if e is None else e[0]
+        return value
 
     def clear(self) -> None:
         with self.budget._lock:
-            for key in list(self._entries):
-                self._drop(key)
+            self._drop_all()
 
     def nbytes(self) -> int:
         return self._held[0]
 
     def __contains__(self, key: Hashable) -> bool:
-        return key in self._entries
+        return key in self._values
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._values)
 
     def keys(self) -> list:
-        return list(self._entries)
+        return list(self._values)
 
-    def values(self) -> Iterator[Any]:
-        return (e[0] for e in list(self._entries.values()))
+    def values(self) -> list:
+        return list(self._values.values())
 
     def __repr__(self) -> str:
-        return f"LruCache({self.name!r}, {len(self._entries)} entries, {self._held[0]} bytes)"
+        return f"LruCache({self.name!r}, {len(self._values)} entries, {self._held[0]} bytes)"
 
 
-def _getter(entries: dict, stamp: Callable[[], int], cache: LruCache) -> Callable[..., Any]:
+_MISSING = object()
+
+
+def _getter(values: dict, stamps: dict, stamp: Callable[[], int], cache: LruCache) -> Callable[..., Any]:
     """`cache.get(key, default=None)`: the value stored under `key` (stamped as just used), else `default`."""
     def get(key: Hashable, default: Any = None) -> Any:
-        e = entries.get(key)
-        if e is None:
+        v = values.get(key, _MISSING)
+        if v is _MISSING:
             return default
-        e[2] = cache.last = stamp()
-        return e[0]
+        stamps[key] = cache.last = stamp()
+        return v
     return get
 
 

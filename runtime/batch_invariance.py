@@ -29,11 +29,11 @@ from .linear import Linear, RefinedHead, SizedLinear, W4A8Linear, W8A8Linear, _i
 # (at batch 1 a decode step then computes two rows: about 15% more time in a bfloat16 projection, measured).
 DECODE_MIN_ROWS = 2
 # Row counts compared against one call of PROBE_TOTAL rows: every count from DECODE_MIN_ROWS to 16 (where kernels
-# switch paths for small calls), then a spread up to PROBE_TOTAL, since the engine's prefill calls are large (a chunk of up to 2048
-# rows, with decode rows beside it): on an AMX Xeon with torch 2.13 the float32 matmul of a [576 x 1536] weight
-# gives a row the bits of a 2048-row call in calls of 16-32 rows and other bits in calls of 63-128; its bfloat16
-# matmul agrees with a 2048-row call at 1-32 rows and from a few hundred on, and differs between. A probe against
-# one 64-row call compares none of the counts a long chunk is computed at.
+# switch paths for small calls), then a spread up to PROBE_TOTAL, since the engine's prefill calls are large (a
+# chunk of up to 2048 rows, with decode rows beside it): on an AMX Xeon with torch 2.13 the float32 matmul of a
+# [576 x 1536] weight gives a row the bits of a 2048-row call in calls of 16-32 rows and other bits in calls of
+# 63-128; its bfloat16 matmul agrees with a 2048-row call at 1-32 rows and from a few hundred on, and differs
+# between. A probe against one 64-row call compares none of the counts a long chunk is computed at.
 PROBE_ROWS = tuple(range(DECODE_MIN_ROWS, 17)) + (20, 24, 31, 33, 40, 63, 64, 65, 100, 128, 200, 256, 384, 511)
 PROBE_TOTAL = 512       # the most rows a padded layer is called with: PaddedRows splits larger calls
 PREFILL_MIN_ROWS = 16   # prefill-only layers are called with at least this many rows under batch invariance
@@ -189,9 +189,6 @@ def pad_decode_rows(layer, rows: dict[int, int]):
     return layer
 
 
-PROJECTIONS = ("qkv", "o", "gate_up", "down")   # each decoder layer's projections, as net.linears() lists them
-
-
 def offered(device: torch.device, attention_backend: str | None) -> bool:
     """Whether the attention backend can compute each row alone here (the torch backend on the CPU)."""
     return device.type == "cpu" and attention_backend in (None, "torch")
@@ -221,7 +218,7 @@ def prepare_layers(net) -> object | None:
         pad_prefill_rows(layer, pads, frozenset(tiled))
     net.head = pad_decode_rows(net.head, decode_pads)
     for L in net.layers:
-        for name in PROJECTIONS:
+        for name in net.PROJECTIONS:
             setattr(L, name, pad_decode_rows(getattr(L, name), decode_pads))
     return None
 

@@ -150,9 +150,11 @@ class LlamaModel:
         self.act = {"silu": F.silu, "gelu": F.gelu,
                     "gelu_pytorch_tanh": lambda x: F.gelu(x, approximate="tanh")}[c.hidden_act]
 
+    PROJECTIONS = ("qkv", "o", "gate_up", "down")   # each layer's projection attributes, in forward order
+
     def linears(self) -> list[Linear]:
         """Every projection, the output head first."""
-        return [self.head] + [p for L in self.layers for p in (L.qkv, L.o, L.gate_up, L.down)]
+        return [self.head] + [getattr(L, name) for L in self.layers for name in self.PROJECTIONS]
 
     def _rotary(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
         # x: [T, heads, D]; cos/sin: [T, 1, R], R = rotary_dim <= D (partial rotary: dims R.. pass through)

@@ -7,14 +7,14 @@ least-recently-used order across them all. A cache may also bound itself (`limit
 the budget.
 
 Recency is a stamp per entry and per cache, written on every hit without a lock (a dict lookup and two stores:
-the hot mask lookups cost about what a plain dict did). Eviction, under the budget's lock, goes by cache first:
-the entries' stamps and sizes are gathered into numpy arrays and sorted there, which gives the stamp below which
-entries must go for the bytes to be back to `TRIM_TO` of the bound; a cache last used before that stamp (a
-grammar no longer used: all its mask caches) is emptied without a look at its entries, the others lose the
-entries older than it. Sorting Python tuples of every entry of every cache (tens of thousands of masks) put
-50-100 ms on the compile that crossed the bound; this is paid once per tenth of the budget filled. A dropped entry is only recomputed by the next lookup that needs it:
-whoever holds a value keeps it. A cache's bytes leave the budget when the cache is collected (a grammar evicted
-and no longer used)."""
+the hot mask lookups cost about what a plain dict did). Eviction, under the budget's lock, gathers the entries'
+stamps and sizes into numpy arrays and sorts them there, which gives the stamp at or before which entries must
+go for the bytes to be back to `TRIM_TO` of the bound; a cache last used before that stamp (a grammar no longer
+used: all its mask caches) is emptied without a look at its entries, the others lose the entries older than it.
+Sorting Python tuples of every entry of every cache (tens of thousands of masks) put 50-100 ms on the compile
+that crossed the bound; this is paid once per tenth of the budget filled. A dropped entry is only recomputed by
+the next lookup that needs it: whoever holds a value keeps it. A cache's bytes leave the budget when the cache is
+collected (a grammar evicted and no longer used)."""
 from __future__ import annotations
 
 import itertools
@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-ENTRY_OVERHEAD = 100   # a dict slot, the entry's list and its key, roughly
+ENTRY_OVERHEAD = 100   # an entry's slots in the three dicts and its stamp, roughly
 TRIM_TO = 0.9          # eviction stops at this share of the bound
 
 
@@ -87,9 +87,9 @@ class CacheBudget:
 class LruCache:
     """A dict of computed values charged to `budget` (each value's bytes: `size(value)`, default value_bytes),
     least recently used out first when the budget is full; also bounded by `limit` bytes and `max_entries` of
-    its own where given. `get(key, default=None)` returns `default` for a missing key, as a dict does. Values, sizes
-    and stamps sit in three dicts of the same keys: an entry makes no object of its own (no list per entry for
-    the garbage collector to track)."""
+    its own where given. `get(key, default=None)` returns `default` for a missing key, as a dict does. Values,
+    sizes and stamps sit in three dicts of the same keys: an entry makes no object of its own (no list per entry
+    for the garbage collector to track)."""
 
     def __init__(self, budget: CacheBudget, name: str, limit: int | None = None, max_entries: int | None = None,
                  size: Callable[[Any], int] = value_bytes):
@@ -134,11 +134,6 @@ class LruCache:
                 b.trim()
         return value
 
-    def get_or_put(self, key: Hashable, build: Callable[[], Any]) -> Any:
-        """The cached value of `key`, computed by `build()` (outside the lock) and stored if missing."""
-        hit = self.get(key)
-        return hit if hit is not None else self.put(key, build())
-
     def _drop_all(self) -> None:
         """Every entry (the budget's lock held)."""
         self.budget._bytes -= self._held[0]
@@ -163,12 +158,6 @@ class LruCache:
             del self._stamps[key]
             self._held[0] -= n
             self.budget._bytes -= n
-
-    def pop(self, key: Hashable, default: Any = None) -> Any:
-        with self.budget._lock:
-            value = self._values.get(key, default)
-            self._drop(key)
-        return value
 
     def clear(self) -> None:
         with self.budget._lock:

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from .cache import LruCache
+from .automata.byte_dfa import ByteDFA
+from .cache import ENTRY_OVERHEAD, LruCache
 
 _OPAQUE = (type, types.ModuleType, types.FunctionType, types.BuiltinFunctionType, types.MethodType,
            types.CodeType)
-_ENTRY_OVERHEAD = 100   # a dict slot and the key tuple of one cache entry, roughly
 
 
 def deep_bytes(root: Any, skip: set[int]) -> int:
@@ -65,7 +65,7 @@ def cache_bytes(owner: Any, lru: bool = True) -> int:
         elif isinstance(value, dict) and value:
             sample = next(iter(value.values()))
             one = sample.nbytes if isinstance(sample, np.ndarray) else sys.getsizeof(sample)
-            total += len(value) * (one + _ENTRY_OVERHEAD)
+            total += len(value) * (one + ENTRY_OVERHEAD)
     return total
 
 
@@ -96,10 +96,6 @@ def _mask_owners(grammar: Any) -> list[Any]:
     return owners
 
 
-_DFA_TABLES = 5     # a ByteDFA holds its [n, 256] table about five times over (walk table, flat walks, rows)
-
-
 def dfa_bytes(value: Any) -> int:
-    """A shared lexeme DFA by its table (`_DFA_TABLES` copies of it), anything else by `deep_bytes`."""
-    table = getattr(value, "table", None)
-    return table.nbytes * _DFA_TABLES if isinstance(table, np.ndarray) else deep_bytes(value, set())
+    """A shared lexeme DFA by its `nbytes()`, anything else by `deep_bytes`."""
+    return value.nbytes() if isinstance(value, ByteDFA) else deep_bytes(value, set())

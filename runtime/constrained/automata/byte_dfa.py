@@ -185,6 +185,11 @@ class ByteDFA:
             self._char_dist = dist
         return self._char_dist
 
+    def nbytes(self) -> int:
+        """What it holds, roughly: its [n, 256] table about five times over (the walk table, the flat walks, the
+        rows), for the caches' byte counts."""
+        return self.table.nbytes * 5
+
     def is_empty(self) -> bool:
         """True when the automaton accepts nothing (after trimming, the start state is then a dead end)."""
         return not self.accepting[self.start] and bool((self.table[self.start] < 0).all())

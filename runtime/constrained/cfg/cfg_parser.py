@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ...defaults import GRAMMAR_CACHE_BYTES
 from ..cache import CacheBudget, LruCache
 from ..errors import GrammarError
 from .cfg_ir import CfgIR, Subgrammar
@@ -33,10 +32,10 @@ class Opaque(Exception):
 
 
 class CfgParser:
-    """Tables and the byte stepper for one normalized grammar. Immutable apart from caches that only grow
-    (cleared wholesale at their limit), so one instance serves every request."""
+    """Tables and the byte stepper for one normalized grammar. Immutable apart from its caches (LruCaches charged
+    to the index's budget), so one instance serves every request."""
 
-    def __init__(self, ir: CfgIR, caches: CacheBudget | None = None):
+    def __init__(self, ir: CfgIR, caches: CacheBudget):
         terms = list(ir.terminals)
         tid = {name: i for i, name in enumerate(terms)}
         rules = list(ir.rules)
@@ -84,8 +83,7 @@ class CfgParser:
         # out; whatever would read it raises Opaque, so what is computed without raising holds for every stack
         # with the same frames above it
         self.opaque = len(self.pos_sym)
-        # per stack, charged to `caches` (the grammar's index's budget; None: one of its own)
-        caches = caches if caches is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
+        # per stack, charged to `caches` (the grammar's index's budget)
         self._expand = LruCache(caches, "cfg expansions")
         self._complete = LruCache(caches, "cfg completions")
         self._accepting = LruCache(caches, "cfg accepting")

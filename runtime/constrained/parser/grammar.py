@@ -2,8 +2,8 @@
 
 The parts, each in its own file: `Parser` (parser.py: byte steps over the frames of frames.py), `ObjectKeys`
 (object_keys.py: property names), `StackMasks` (stack_masks.py: token masks per parse stack, cached). A
-`Grammar` is immutable and shared between requests; its caches only grow. `matcher()` gives the per-request
-state; `str()` prints the IR's rules."""
+`Grammar` is immutable and shared between requests, apart from its caches (charged to its index's budget).
+`matcher()` gives the per-request state; `str()` prints the IR's rules."""
 from __future__ import annotations
 
 from ..errors import GrammarError

@@ -17,24 +17,22 @@ from typing import Hashable
 
 import numpy as np
 
-from ...defaults import GRAMMAR_CACHE_BYTES
 from ..automata.byte_dfa import ByteDFA
 from ..automata.charfsm import label_product, literal_trie
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.key_dfa import words_dfa
-from ..cache import CacheBudget, LruCache
 from ..ir.nodes import EXTRA, Node, ObjectNode
 from ..vocab.token_index import TokenIndex
 
 _MISSING = object()
-_DFA_TABLES = 5     # a ByteDFA holds its [n, 256] table about five times over (footprint.py)
 
 
 class ObjectKeys:
-    """Name logic for the objects of one grammar. Immutable apart from caches that only grow."""
+    """Name logic for the objects of one grammar. Immutable apart from its caches (charged to the index's
+    budget)."""
 
     def __init__(self, nodes: list[Node], sat: list[bool], canonical: bool, ordered: bool, unique: bool = False,
-                 index: TokenIndex | None = None):
+                 *, index: TokenIndex):
         # `ordered` (generation mode): named properties come in the schema's order, a required one is never
         # skipped, and other names only once every required one is there, so keys are forced text.
         # `unique` (generation mode): no name twice in one object, undeclared names included (see tracks_names)
@@ -42,13 +40,12 @@ class ObjectKeys:
         self.unique = unique
         self._tracks: dict[int, bool] = {}
         self._dfas: dict[int, tuple[ByteDFA, dict, np.ndarray]] = {}
-        # per (object, names seen, count): charged to the index's budget (None: a budget of their own)
-        budget = index.budget if index is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
-        self._choices = LruCache(budget, "object name choices")
-        self._allowed = LruCache(budget, "object name states")
+        # per (object, names seen, count): charged to the index's budget
+        self._choices = index.cache("object name choices")
+        self._allowed = index.cache("object name states")
         # key DFAs by names: shared by every grammar on the index (one object shape recurs across a service's
         # schemas: 1185 key DFAs for 400 MaskBench schemas were 680 distinct)
-        self._names = index.derived_cache("object key DFAs") if index is not None else LruCache(budget, "names")
+        self._names = index.derived_cache("object key DFAs")
 
     # --- which names ---------------------------------------------------------------------------------------
     def required(self, node: ObjectNode, seen: frozenset) -> frozenset:
@@ -153,7 +150,7 @@ class ObjectKeys:
             dfa = words_dfa({n: n for n in names}, EXTRA if others else None, canonical=self.canonical)
             hit = (dfa, *label_reach(dfa))
             hit[2].flags.writeable = False   # shared between grammars
-            hit = self._names.put(key, hit, nbytes=dfa.table.nbytes * _DFA_TABLES + hit[2].nbytes)
+            hit = self._names.put(key, hit, nbytes=dfa.nbytes() + hit[2].nbytes)
         return hit
 
     def _pattern_dfa(self, node: ObjectNode) -> ByteDFA:

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ...defaults import GRAMMAR_CACHE_BYTES
 from ..cache import CacheBudget, LruCache
 from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
 from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OPEN, OBJ_VALUED, RAN, Arr, End,
@@ -19,7 +18,7 @@ class Parser:
     shared: building a NamedTuple costs ~5x a plain tuple, and shared frames compare by identity."""
 
     def __init__(self, nodes: list[Node], sat: list[bool], ws: frozenset, keys: ObjectKeys,
-                 separator: int | None = None, ws_run: int | None = None, caches: CacheBudget | None = None):
+                 separator: int | None, ws_run: int | None, caches: CacheBudget):
         # whitespace (see GrammarIR): `ws` bytes are skipped anywhere, unbounded; `separator` is a lexeme read
         # after every ':' and ','; a byte of `run_bytes` at a structural position inside the root value enters
         # the `ws_run` lexeme, which no second run may follow
@@ -27,8 +26,7 @@ class Parser:
         self.separator, self.ws_run = separator, ws_run
         self.run_bytes = frozenset(nodes[ws_run].dfa.live_bytes(nodes[ws_run].dfa.start)) \
             if ws_run is not None else frozenset()
-        # per stack, charged to `caches` (the grammar's index's budget; None: one of its own)
-        caches = caches if caches is not None else CacheBudget(GRAMMAR_CACHE_BYTES)
+        # per stack, charged to `caches` (the grammar's index's budget)
         self._next = LruCache(caches, "next bytes")
         self._ways: dict[tuple[int, int, int], list] = {}   # counted arrays: (node, index, count) -> item ways
         # per node id, filled on first use: Lex frames (nchars 0) / Key frames by DFA state; the Value frame

@@ -70,7 +70,7 @@ class TokenClasses:
 
 
 class TokenIndex(VocabTrie):
-    """Immutable view of a tokenizer's vocabulary (plus caches that only grow). One per tokenizer.
+    """Immutable view of a tokenizer's vocabulary (plus its caches, charged to `budget`). One per tokenizer.
 
     Building one leaves process-wide state alone (no gc.freeze()): the trie holds nothing the garbage collector
     tracks (see VocabTrie: 14 tracked objects, not one per token), and neither do the DFA rows the parser steps

@@ -23,7 +23,7 @@ LAYERS = {
     "schema": {"automata", "ir", "errors", "budget"},
     "parser": {"automata", "ir", "vocab", "errors", "budget", "cache"},
     "cfg": {"automata", "vocab", "parser", "errors", "budget", "cache"},
-    "footprint": {"cache"},
+    "footprint": {"automata", "cache"},
     "compiler": {"automata", "ir", "vocab", "schema", "parser", "cfg", "errors", "budget", "footprint", "cache"},
     "__init__": {"compiler", "errors", "parser", "cfg", "budget"},
 }

@@ -19,7 +19,7 @@ import numpy as np
 from ...defaults import GRAMMAR_CACHE_BYTES
 from ..automata.byte_dfa import ByteDFA
 from ..cache import CacheBudget, LruCache
-from . import trie_walk
+from sglite.kernels import trie_walk_cpu as trie_walk
 from .vocab_trie import VocabTrie
 
 _KERNEL_NODES = 64         # first bytes' subtrees past this many nodes are classified by the compiled scan

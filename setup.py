@@ -12,5 +12,5 @@ for name, folder in PACKAGE_DIRS.items():
     packages.append(name)
     packages += [f"{name}.{sub}" for sub in find_packages(folder)]
 
-# kernels built on the machine at first use (kernels/w4a8_cpu.py) ship as C source
-setup(packages=packages, package_dir=PACKAGE_DIRS, package_data={"sglite.kernels": ["*.c"]})
+# kernels built on the machine at first use (kernels/native.py) ship as C source and its header
+setup(packages=packages, package_dir=PACKAGE_DIRS, package_data={"sglite.kernels": ["*.c", "*.h"]})

@@ -31,14 +31,10 @@
  * never on the entries beside it (chunk edges are counted from `start`; masked lanes are selected away, not
  * multiplied), so a draft row attends bit for bit as the same token's lone decode row would.
  */
-#include <math.h>
 #include <omp.h>
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
-#if defined(__AVX2__) || defined(__AVX512F__)
-#include <immintrin.h>
-#endif
+
+#include "native.h"
 
 #define CHUNK 256      /* columns per job (as the numba kernel) */
 #define MAX_D 256      /* head dims up to this, multiples of 16 */
@@ -127,8 +123,7 @@ static inline __attribute__((always_inline)) vf qk16(const float *restrict q, co
     return reduce16(a);
 }
 
-#if defined(__AVX512BF16__) && defined(__AVX512F__)
-#include <immintrin.h>
+#if SGL_AVX512_BF16
 #define BF16_DOT 1
 /* scores (unscaled) of the bfloat16 query qb [D] against 16 bfloat16 keys krow[j] [D], D % 32 == 0: the same
  * 16-lane partial sums and reduction tree as qk16, each lane's products taken two at a time by one AVX-512 BF16
@@ -208,10 +203,10 @@ static void fill_fp8_values(void) {
 /* 16 int8 values -> 16 float32 (sign-extend, convert: one instruction each with AVX-512, two with AVX2) */
 static inline vf widen_i8(const void *src) {
     vf x;
-#if defined(__AVX512F__)
+#if SGL_AVX512
     const __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)src)));
     memcpy(&x, &f, sizeof x);
-#elif defined(__AVX2__)
+#elif SGL_AVX2
     const __m128i b = _mm_loadu_si128((const __m128i *)src);
     const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
     const __m256 hi = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)));
@@ -228,10 +223,10 @@ static inline vf widen_i8(const void *src) {
 /* 16 bytes -> 16 int32 (zero-extended) */
 static inline vi widen_u8(const void *src) {
     vi w;
-#if defined(__AVX512F__)
+#if SGL_AVX512
     const __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)src));
     memcpy(&w, &v, sizeof w);
-#elif defined(__AVX2__)
+#elif SGL_AVX2
     const __m128i b = _mm_loadu_si128((const __m128i *)src);
     const __m256i lo = _mm256_cvtepu8_epi32(b), hi = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
     memcpy(&w, &lo, 32);
@@ -262,10 +257,7 @@ static inline __attribute__((always_inline)) void dequant_slot(const Call *c, co
     const char *src = buf + (size_t)slot * Hk * D;
     const uint16_t *sc = scales + (size_t)slot * Hk;
     for (int h = 0; h < Hk; h++) {
-        const uint32_t bits = (uint32_t)sc[h] << 16;
-        float s1;
-        memcpy(&s1, &bits, 4);
-        const vf s = vsplat(s1);
+        const vf s = vsplat(bf16_to_f32(sc[h]));
         for (int d = 0; d < D; d += 16) {
             const void *p = src + (size_t)h * D + d;
             vstore(dst + (size_t)h * D + d, (c->quant == 1 ? widen_i8(p) : widen_fp8(p)) * s);
@@ -499,6 +491,19 @@ static void merge(const Call *c, int64_t b, int kh, float *out, float *lse_max, 
         lse_max[(size_t)b * c->Hq + h] = m;
         lse_sum[(size_t)b * c->Hq + h] = total;
     }
+}
+
+/* The path this build takes, for logs and the kernel registry (kernels/registry.py). */
+const char *attn_decode_isa(void) {
+#if BF16_DOT
+    return "avx512_bf16";
+#elif SGL_AVX512
+    return "avx512";
+#elif SGL_AVX2
+    return "avx2";
+#else
+    return "generic";
+#endif
 }
 
 /* See the top of this file. Returns 0; -1 when out of memory or given shapes it does not take (D not a multiple

@@ -52,7 +52,8 @@ def _declare(lib: ctypes.CDLL) -> None:
     lib.attn_decode.restype = i32
 
 
-_NATIVE = NativeLibrary(Path(__file__).with_name("decode_attention_cpu.c"), _declare, ("-ffp-contract=fast",))
+_NATIVE = NativeLibrary(Path(__file__).with_name("decode_attention_cpu.c"), _declare, ("-ffp-contract=fast",),
+                        isa_symbol="attn_decode_isa")
 _native_kernel: list = []        # [the jitted caller of the C kernel, or None where it cannot be built]
 MAX_NATIVE_HEAD_DIM = 256        # the C kernel takes head dims that are multiples of 16 up to this
 
@@ -78,6 +79,12 @@ def native_kernel():
                           lse_sum.ctypes.data, threads)
         _native_kernel.append(call)
     return _native_kernel[0]
+
+
+def native_isa() -> str | None:
+    """The ISA path of the C kernel ("avx512_bf16", "avx512", "avx2", "generic"), building it on first call; None
+    where the numba kernel runs instead (the C one does not build, or numba, its caller, is missing)."""
+    return _NATIVE.isa() if numba is not None else None
 
 
 def match_torch_threads() -> int:

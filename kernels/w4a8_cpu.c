@@ -22,121 +22,19 @@
  * Every row i goes through the same operations in the same order whatever M is, so a row's result does not
  * depend on the rows beside it (the runtime relies on this: outputs must not depend on batch composition).
  */
-#include <immintrin.h>
-#include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
-static inline float bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float f16_to_f32(uint16_t h) {
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, f = h & 0x3FFu;
-    float v = e == 0 ? ldexpf((float)f, -24) : e == 31 ? (f ? NAN : INFINITY) : ldexpf((float)(f | 0x400u), (int)e - 25);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    u |= sign;
-    memcpy(&v, &u, 4);
-    return v;
-#endif
-}
+#include "native.h"
 
 /* the path this build takes: the best the CPU has (set once, tested wherever the paths differ) */
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
-#define W4A8_AVX512 1
-#define W4A8_AVX2 0
-#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
-#define W4A8_AVX512 0
-#define W4A8_AVX2 1
-#else
-#define W4A8_AVX512 0
-#define W4A8_AVX2 0
-#endif
-
-/* one row of K activations -> a [digits][K] int8, s [K/32] block scales, sa [K/32] = s * sum of the block's
- * integer values. digits 1: x ~= s * a0, s = max|x| / 127. digits 2: a second int8 digit quantizes what the
- * first left, x ~= s * (256 a0 + a1) with s = max|x| / (127 * 256): about 15 bits per block, finer than
- * bfloat16's 8. The AVX-512 path does the same float operations lane by lane and sums integers, so every path
- * gives the same a, s and sa; a NaN is skipped by the block maximum in all. */
-static void quantize_row(const uint16_t *x, int K, int digits, int8_t *a, float *s, float *sa) {
-    for (int b = 0; b < K / 32; b++) {
-        int sum = 0;
-        float amax = 0.f;
-#if W4A8_AVX512
-        __m512 xs[2];
-        __m512 vmax = _mm512_setzero_ps();
-        for (int h = 0; h < 2; h++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(x + b * 32 + 16 * h));
-            xs[h] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-            vmax = _mm512_max_ps(_mm512_abs_ps(xs[h]), vmax);   /* a NaN lane keeps vmax */
-        }
-        amax = _mm512_reduce_max_ps(vmax);
-        const __m512 inv = _mm512_set1_ps(amax > 0.f ? 127.f / amax : 0.f);
-        __m512i sums = _mm512_setzero_si512();
-        for (int h = 0; h < 2; h++) {
-            const __m512 t = _mm512_mul_ps(xs[h], inv);
-            const __m512 qf = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            const __m512i q = _mm512_cvtps_epi32(qf);
-            _mm_storeu_si128((__m128i *)(a + b * 32 + 16 * h), _mm512_cvtepi32_epi8(q));
-            if (digits == 2) {
-                const __m512 rf = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(t, qf), _mm512_set1_ps(256.f)),
-                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                const __m512i r = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(rf), _mm512_set1_epi32(127)),
-                                                   _mm512_set1_epi32(-127));
-                _mm_storeu_si128((__m128i *)(a + K + b * 32 + 16 * h), _mm512_cvtepi32_epi8(r));
-                sums = _mm512_add_epi32(sums, _mm512_add_epi32(_mm512_slli_epi32(q, 8), r));
-            } else {
-                sums = _mm512_add_epi32(sums, q);
-            }
-        }
-        sum = _mm512_reduce_add_epi32(sums);
-#else
-        float xs[32];
-        for (int j = 0; j < 32; j++) {
-            xs[j] = bf16_to_f32(x[b * 32 + j]);
-            const float v = fabsf(xs[j]);
-            amax = v > amax ? v : amax;   /* fmaxf's result, without its library call */
-        }
-        const float inv = amax > 0.f ? 127.f / amax : 0.f;
-        for (int j = 0; j < 32; j++) {
-            const float t = xs[j] * inv;
-            const int q = (int)nearbyintf(t);
-            a[b * 32 + j] = (int8_t)q;
-            if (digits == 2) {
-                int r = (int)nearbyintf((t - (float)q) * 256.f);
-                r = r > 127 ? 127 : r < -127 ? -127 : r;
-                a[K + b * 32 + j] = (int8_t)r;
-                sum += 256 * q + r;
-            } else {
-                sum += q;
-            }
-        }
-#endif
-        s[b] = digits == 2 ? amax / 127.f / 256.f : amax / 127.f;
-        sa[b] = s[b] * (float)sum;
-    }
-}
+#define W4A8_AVX512 SGL_AVX512_VNNI
+#define W4A8_AVX2 (!SGL_AVX512_VNNI && SGL_AVX2)
 
 /* the quantized activations as the kernel makes them (for tests): x [M][K] -> a [M][digits][K], s and sa
  * [M][K/32] */
 void w4a8_quantize(const uint16_t *x, int M, int K, int digits, int8_t *a, float *s, float *sa) {
     for (int i = 0; i < M; i++)
-        quantize_row(x + (size_t)i * K, K, digits, a + (size_t)i * digits * K, s + (size_t)i * (K / 32),
+        quantize_row(x + (size_t)i * K, K, 32, digits, a + (size_t)i * digits * K, s + (size_t)i * (K / 32),
                      sa + (size_t)i * (K / 32));
 }
 
@@ -261,13 +159,8 @@ static inline __attribute__((always_inline)) void tile_rows(
             macc[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(sa[(size_t)i * nb + b]), macc[i]);
         }
     }
-    for (int i = 0; i < mr; i++) {
-        /* float32 -> bfloat16, round to nearest even */
-        __m512i u = _mm512_castps_si512(_mm512_add_ps(acc[i], macc[i]));
-        u = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
-                                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-        _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
-    }
+    for (int i = 0; i < mr; i++)
+        _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), f32x16_to_bf16(_mm512_add_ps(acc[i], macc[i])));
 #else
     for (int i = 0; i < mr; i++) {
         float acc[16] = {0}, macc[16] = {0};
@@ -333,7 +226,7 @@ int w4a8_gemm(const uint8_t *qw, const uint16_t *wd, const uint16_t *wm, const u
         {
 #pragma omp for schedule(static)
             for (int i = 0; i < M; i++)
-                quantize_row(x + (size_t)i * K, K, digits, a + (size_t)i * digits * K, s + (size_t)i * nb,
+                quantize_row(x + (size_t)i * K, K, 32, digits, a + (size_t)i * digits * K, s + (size_t)i * nb,
                              sa + (size_t)i * nb);
 #pragma omp for schedule(static)
             for (int t = 0; t < tiles; t++)

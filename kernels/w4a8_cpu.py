@@ -5,8 +5,8 @@ does not (it converts each weight to float, and costs as much per row at 32 rows
 
 The kernel is C (`w4a8_cpu.c`), compiled on the machine at first use with the system C compiler (`$CC`, else
 `cc`) and `-march=native`, and cached in `$SGLITE_CACHE` (default `~/.cache/sglite`) / `kernels/`, keyed by the
-source, the compiler and the CPU's flags. With no compiler, or `SGLITE_NATIVE_KERNELS=0`, `available()` is
-False and the runtime does not offer the format (`unavailable_reason()` says why).
+source and its header (native.h), the compiler and the CPU's flags. With no compiler, or `SGLITE_NATIVE_KERNELS=0`,
+`available()` is False and the runtime does not offer the format (`unavailable_reason()` says why).
 
     pack(q, d, m) -> W4A8Weights        q [N, K] ints 0..15, d/m [N, K/32]: w[n, k] = d[n, k/32] * q + m[...]
     unpack(w) -> (q, d, m)              pack's inverse
@@ -16,33 +16,38 @@ False and the runtime does not offer the format (`unavailable_reason()` says why
     quantize_activations(x, digits)     the kernel's own int8 activations and scales (the tests compare them)
     gemm_call()                         the kernel over plain ints, unchecked (the runtime's Linear checks once)
 
-Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`).
+Shapes the kernel takes: K % 32 == 0, N % 16 == 0 (`fits`). What it shares with its 8-bit twin (w8a8_cpu.py) is in
+block_gemm.py.
 """
 from __future__ import annotations
 
 import ctypes
-import logging
 from pathlib import Path
 from typing import NamedTuple
 
 import torch
 
+from .block_gemm import check_call, fits, quantize_activations_ref, scales_from_tiles, scales_to_tiles
 from .native import NativeLibrary
-
-log = logging.getLogger("sglite.kernels")
 
 
 def _declare(lib: ctypes.CDLL) -> None:
     lib.w4a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 6
     lib.w4a8_gemm.restype = ctypes.c_int
-    lib.w4a8_isa.restype = ctypes.c_char_p
     lib.w4a8_quantize.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 3 + [ctypes.c_void_p] * 3
     lib.w4a8_quantize.restype = None
 
 
-_NATIVE = NativeLibrary(Path(__file__).with_name("w4a8_cpu.c"), _declare,
-                        describe=lambda lib: lib.w4a8_isa().decode())
+_NATIVE = NativeLibrary(Path(__file__).with_name("w4a8_cpu.c"), _declare, isa_symbol="w4a8_isa")
 _state: dict[str, object] = {}        # "call": gemm_call()'s function
+
+# The library, built on first call (kernels/native.py), and what it says; where it cannot be built: None, False
+library = _NATIVE.load                          # () -> ctypes.CDLL | None
+available = _NATIVE.available                   # () -> bool
+unavailable_reason = _NATIVE.unavailable_reason  # () -> str | None: why not (no compiler, SGLITE_NATIVE_KERNELS=0)
+isa = _NATIVE.isa                               # () -> "avx512_vnni" | "avx2" | "scalar" | None
+build_id = _NATIVE.build_id                     # () -> the build's hash, for caches of what was measured with it
+_build = _NATIVE.build                          # (march) -> a fresh build ("x86-64": the portable path tests check)
 
 
 class W4A8Weights(NamedTuple):
@@ -60,41 +65,6 @@ class W4A8Weights(NamedTuple):
         return self.qw.numel() + 2 * (self.wd.numel() + self.wm.numel())
 
 
-def fits(out_features: int, in_features: int) -> bool:
-    return in_features % 32 == 0 and out_features % 16 == 0
-
-
-def _build(march: str = "native") -> ctypes.CDLL:
-    """A fresh build of the kernel for `-march=<march>` ("native", or "x86-64": the portable path the tests also
-    check); raises OSError/RuntimeError saying what failed."""
-    return _NATIVE.build(march)
-
-
-def library() -> ctypes.CDLL | None:
-    """The loaded kernel library, built on first call; None when it cannot be (see unavailable_reason())."""
-    return _NATIVE.load()
-
-
-def available() -> bool:
-    return library() is not None
-
-
-def unavailable_reason() -> str | None:
-    return None if available() else str(_NATIVE.why)
-
-
-def isa() -> str | None:
-    lib = library()
-    return None if lib is None else lib.w4a8_isa().decode()
-
-
-def build_id() -> str | None:
-    """Which build is loaded (a hash of the source, compiler, flags and CPU), for caches of what was measured
-    with it; None when the kernel is unavailable."""
-    lib = library()
-    return None if lib is None else lib.build_id
-
-
 def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:
     """q [N, K] integers in 0..15; d, m [N, K/32] (any float dtype; stored as float16). Where every m is -8 d
     (Q4_0's blocks, a symmetric grid) m is not stored: 4.5 bits a weight instead of 5."""
@@ -107,14 +77,10 @@ def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor) -> W4A8Weights:
     # (tile, row, block, quarter, half, j) -> (tile, block, quarter, row, j, half); half 0 low nibble, 1 high
     q6 = q.to(torch.uint8).view(T, 16, nb, 4, 2, 4).permute(0, 2, 3, 1, 5, 4)
     qw = (q6[..., 0] | (q6[..., 1] << 4)).reshape(N, K // 2).contiguous()
-
-    def by_tile(v: torch.Tensor) -> torch.Tensor:      # [N, nb] -> [N/16 * nb, 16]: a tile's block, 16 rows
-        return v.to(torch.float16).view(T, 16, nb).transpose(1, 2).reshape(N, nb).contiguous()
-
     d16, m16 = d.to(torch.float16), m.to(torch.float16)
     if bool((m16 == -8 * d16).all()):
-        return W4A8Weights(qw, by_tile(d16), torch.empty(0, dtype=torch.float16), True)
-    return W4A8Weights(qw, by_tile(d16), by_tile(m16))
+        return W4A8Weights(qw, scales_to_tiles(d16, torch.float16), torch.empty(0, dtype=torch.float16), True)
+    return W4A8Weights(qw, scales_to_tiles(d16, torch.float16), scales_to_tiles(m16, torch.float16))
 
 
 def unpack(w: W4A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -123,12 +89,8 @@ def unpack(w: W4A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     T, nb = N // 16, K // 32
     b = w.qw.view(T, nb, 4, 16, 4)
     q = torch.stack([b & 0x0F, b >> 4], dim=-1).permute(0, 3, 1, 2, 5, 4).reshape(N, K)
-
-    def natural(v: torch.Tensor) -> torch.Tensor:
-        return v.view(T, nb, 16).transpose(1, 2).reshape(N, nb)
-
-    d = natural(w.wd)
-    return q, d, -8 * d if w.sym else natural(w.wm)
+    d = scales_from_tiles(w.wd)
+    return q, d, -8 * d if w.sym else scales_from_tiles(w.wm)
 
 
 def gemm_call():
@@ -152,15 +114,11 @@ def w4a8_linear(x: torch.Tensor, w: W4A8Weights, digits: int = 1, out: torch.Ten
     """x [M, K] bfloat16 (CPU, contiguous) -> [M, N] bfloat16 (`out` when given), on torch's thread count.
     digits: 1 quantizes activations to one int8 per value; 2 adds a second int8 digit for what the first left
     (about 15 bits per block of 32, finer than bfloat16; twice the integer work)."""
-    if digits not in (1, 2):
-        raise ValueError(f"digits must be 1 or 2, got {digits!r}")
+    N, K = w.shape
+    check_call("w4a8_linear", x, K, digits)
     lib = lib or library()
     if lib is None:
         raise RuntimeError(f"the w4a8 CPU kernel is unavailable: {unavailable_reason()}")
-    N, K = w.shape
-    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != K or not x.is_contiguous():
-        raise ValueError(f"w4a8_linear takes x as a contiguous [M, {K}] bfloat16 tensor, got "
-                         f"{x.dtype} {tuple(x.shape)}{'' if x.is_contiguous() else ' (not contiguous)'}")
     M = x.shape[0]
     y = torch.empty((M, N), dtype=torch.bfloat16) if out is None else out
     if M and lib.w4a8_gemm(w.qw.data_ptr(), w.wd.data_ptr(), w.wm.data_ptr(), x.data_ptr(), y.data_ptr(),
@@ -180,24 +138,6 @@ def quantize_activations(x: torch.Tensor, digits: int, lib: ctypes.CDLL | None =
     s, sa = torch.empty(M, K // 32), torch.empty(M, K // 32)
     lib.w4a8_quantize(x.data_ptr(), M, K, digits, a.data_ptr(), s.data_ptr(), sa.data_ptr())
     return a, s, sa
-
-
-def quantize_activations_ref(x: torch.Tensor, digits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The kernels' activation quantization in torch (this kernel's and w8a8_cpu's): x [M, K] -> integers a
-    [M, K/32, 32] (float) and float64 scales s [M, K/32, 1], x ~ s * a per block of 32; one int8 digit, or two
-    (a = 256 a0 + a1)."""
-    M, K = x.shape
-    xb = x.float().view(M, K // 32, 32)
-    amax = xb.abs().amax(-1, keepdim=True)                                     # [M, K/32, 1]
-    # a true division, as the kernel's (127.0 / tensor is reciprocal-then-multiply, an ulp off at times)
-    inv = torch.where(amax > 0, torch.full_like(amax, 127.0).div(amax), torch.zeros_like(amax))
-    t = xb * inv
-    a = torch.round(t)                                                         # half to even, as nearbyintf
-    s = amax.div(127.0).double()                                               # [M, K/32, 1]
-    if digits == 2:
-        a = 256 * a + torch.round((t - a) * 256).clamp(-127, 127)
-        s = s / 256
-    return a, s
 
 
 def w4a8_linear_ref(x: torch.Tensor, w: W4A8Weights, digits: int = 1) -> torch.Tensor:

@@ -31,111 +31,11 @@
  * Every row i goes through the same operations in the same order whatever M is, so a row's result does not
  * depend on the rows beside it.
  */
-#include <immintrin.h>
-#include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
-static inline float bf16_to_f32(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
+#include "native.h"
 
-static inline uint16_t f32_to_bf16(float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
-}
-
-static inline float f16_to_f32(uint16_t h) {
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, f = h & 0x3FFu;
-    float v = e == 0 ? ldexpf((float)f, -24) : e == 31 ? (f ? NAN : INFINITY) : ldexpf((float)(f | 0x400u), (int)e - 25);
-    uint32_t u;
-    memcpy(&u, &v, 4);
-    u |= sign;
-    memcpy(&v, &u, 4);
-    return v;
-#endif
-}
-
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512F__)
-#define W8A8_AVX512 1
-#else
-#define W8A8_AVX512 0
-#endif
-
-/* one row of K activations -> a [digits][K] int8, s [K/32] block scales (as w4a8_cpu.c's quantize_row), and
- * sa [K/G] = s of the block times the sum of the weight block's integer activations. The AVX-512 path does the
- * same float operations lane by lane (IEEE multiplies and roundings, the same bits) and sums integers, so both
- * paths give the same a, s and sa; a NaN is skipped by the block maximum in both. */
-static void quantize_row(const uint16_t *x, int K, int G, int digits, int8_t *a, float *s, float *sa) {
-    for (int b = 0; b < K / 32; b++) {
-        int sum[2] = {0, 0};
-        float amax = 0.f;
-#if W8A8_AVX512
-        __m512 xs[2];
-        __m512 vmax = _mm512_setzero_ps();
-        for (int h = 0; h < 2; h++) {
-            const __m256i raw = _mm256_loadu_si256((const __m256i *)(x + b * 32 + 16 * h));
-            xs[h] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-            vmax = _mm512_max_ps(_mm512_abs_ps(xs[h]), vmax);   /* a NaN lane keeps vmax */
-        }
-        amax = _mm512_reduce_max_ps(vmax);
-        const __m512 inv = _mm512_set1_ps(amax > 0.f ? 127.f / amax : 0.f);
-        for (int h = 0; h < 2; h++) {
-            const __m512 t = _mm512_mul_ps(xs[h], inv);
-            const __m512 qf = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-            const __m512i q = _mm512_cvtps_epi32(qf);
-            _mm_storeu_si128((__m128i *)(a + b * 32 + 16 * h), _mm512_cvtepi32_epi8(q));
-            if (digits == 2) {
-                const __m512 rf = _mm512_roundscale_ps(_mm512_mul_ps(_mm512_sub_ps(t, qf), _mm512_set1_ps(256.f)),
-                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-                const __m512i r = _mm512_max_epi32(_mm512_min_epi32(_mm512_cvtps_epi32(rf), _mm512_set1_epi32(127)),
-                                                   _mm512_set1_epi32(-127));
-                _mm_storeu_si128((__m128i *)(a + K + b * 32 + 16 * h), _mm512_cvtepi32_epi8(r));
-                sum[h] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_slli_epi32(q, 8), r));
-            } else {
-                sum[h] = _mm512_reduce_add_epi32(q);
-            }
-        }
-#else
-        float xs[32];
-        for (int j = 0; j < 32; j++) {
-            xs[j] = bf16_to_f32(x[b * 32 + j]);
-            const float v = fabsf(xs[j]);
-            amax = v > amax ? v : amax;   /* fmaxf's result, without its library call */
-        }
-        const float inv = amax > 0.f ? 127.f / amax : 0.f;
-        for (int j = 0; j < 32; j++) {
-            const float t = xs[j] * inv;
-            const int q = (int)nearbyintf(t);
-            a[b * 32 + j] = (int8_t)q;
-            if (digits == 2) {
-                int r = (int)nearbyintf((t - (float)q) * 256.f);
-                r = r > 127 ? 127 : r < -127 ? -127 : r;
-                a[K + b * 32 + j] = (int8_t)r;
-                sum[j / 16] += 256 * q + r;
-            } else {
-                sum[j / 16] += q;
-            }
-        }
-#endif
-        s[b] = digits == 2 ? amax / 127.f / 256.f : amax / 127.f;
-        if (G == 32) {
-            sa[b] = s[b] * (float)(sum[0] + sum[1]);
-        } else {
-            sa[2 * b] = s[b] * (float)sum[0];
-            sa[2 * b + 1] = s[b] * (float)sum[1];
-        }
-    }
-}
+#define W8A8_AVX512 SGL_AVX512_VNNI   /* the path this build takes */
 
 /* the quantized activations as the kernel makes them (for tests): x [M][K] -> a [M][digits][K], s [M][K/32],
  * sa [M][K/G] */
@@ -233,13 +133,8 @@ static inline __attribute__((always_inline)) void tile_rows(
                           : _mm512_fmadd_ps(m, _mm512_set1_ps(sai), macc[i]);
         }
     }
-    for (int i = 0; i < mr; i++) {
-        /* float32 -> bfloat16, round to nearest even */
-        __m512i u = _mm512_castps_si512(_mm512_add_ps(acc[i], macc[i]));
-        u = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF),
-                                                 _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1))));
-        _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), _mm512_cvtepi32_epi16(_mm512_srli_epi32(u, 16)));
-    }
+    for (int i = 0; i < mr; i++)
+        _mm256_storeu_si256((__m256i *)(y + (size_t)i * ldy), f32x16_to_bf16(_mm512_add_ps(acc[i], macc[i])));
 #else
     for (int i = 0; i < mr; i++) {
         float acc[16] = {0}, macc[16] = {0};

@@ -10,7 +10,8 @@ float16 scales), d and m in float16 where they are float16 values (a file's own 
 every block is whole steps from zero (Q8_0, Q5_0, Q6_K: m = -2**(bits-1) * d). Q8_0 reads 8.5 bits a weight, Q5_0
 5.5, Q6_K 10 (its d*sc per 16 in float32), against 10-12 with a float32 scale and minimum each.
 
-The kernel is C (`w8a8_cpu.c`), built and cached like w4a8_cpu.c (kernels/native.py).
+The kernel is C (`w8a8_cpu.c`), built and cached like w4a8_cpu.c (kernels/native.py); what the two share, C and
+Python, is in native.h and block_gemm.py.
 
     pack(q, d, m, group) -> W8A8Weights   q [N, K] ints 0..255, d/m [N, K/group]: w = d[n, k/group] * q + m[...]
     unpack(w) -> (q, d, m)                the stored integers and their d and m (float32): the same weights
@@ -29,8 +30,8 @@ from typing import NamedTuple
 
 import torch
 
+from .block_gemm import check_call, fits, quantize_activations_ref, scales_from_tiles, scales_to_tiles
 from .native import NativeLibrary
-from .w4a8_cpu import quantize_activations_ref
 
 GROUPS = (16, 32)
 
@@ -38,14 +39,20 @@ GROUPS = (16, 32)
 def _declare(lib: ctypes.CDLL) -> None:
     lib.w8a8_gemm.argtypes = [ctypes.c_void_p] * 5 + [ctypes.c_int] * 9
     lib.w8a8_gemm.restype = ctypes.c_int
-    lib.w8a8_isa.restype = ctypes.c_char_p
     lib.w8a8_quantize.argtypes = [ctypes.c_void_p] + [ctypes.c_int] * 4 + [ctypes.c_void_p] * 3
     lib.w8a8_quantize.restype = None
 
 
-_NATIVE = NativeLibrary(Path(__file__).with_name("w8a8_cpu.c"), _declare,
-                        describe=lambda lib: lib.w8a8_isa().decode())
+_NATIVE = NativeLibrary(Path(__file__).with_name("w8a8_cpu.c"), _declare, isa_symbol="w8a8_isa")
 _state: dict[str, object] = {}        # "call": gemm_call()'s function
+
+# as in w4a8_cpu.py: the library, built on first call, and what it says; where it cannot be built: None, False
+library = _NATIVE.load                          # () -> ctypes.CDLL | None
+available = _NATIVE.available                   # () -> bool
+unavailable_reason = _NATIVE.unavailable_reason  # () -> str | None
+isa = _NATIVE.isa                               # () -> "avx512_vnni" | "scalar" | None
+build_id = _NATIVE.build_id                     # () -> the build's hash
+_build = _NATIVE.build                          # (march) -> a fresh build ("x86-64": the portable path tests check)
 
 
 class W8A8Weights(NamedTuple):
@@ -68,32 +75,6 @@ class W8A8Weights(NamedTuple):
     @property
     def layout(self) -> str:
         return f"{self.bits}-bit, {'float16' if self.half else 'float32'} d{'' if self.sym else ' and m'}"
-
-
-def fits(out_features: int, in_features: int) -> bool:
-    return in_features % 32 == 0 and out_features % 16 == 0
-
-
-def _build(march: str = "native") -> ctypes.CDLL:
-    """A fresh build for `-march=<march>` ("x86-64": the portable path the tests also check)."""
-    return _NATIVE.build(march)
-
-
-def library() -> ctypes.CDLL | None:
-    return _NATIVE.load()
-
-
-def available() -> bool:
-    return library() is not None
-
-
-def unavailable_reason() -> str | None:
-    return None if available() else str(_NATIVE.why)
-
-
-def isa() -> str | None:
-    lib = library()
-    return None if lib is None else lib.w8a8_isa().decode()
 
 
 def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor, group: int) -> W8A8Weights:
@@ -125,17 +106,14 @@ def pack(q: torch.Tensor, d: torch.Tensor, m: torch.Tensor, group: int) -> W8A8W
         elif int(q.max()) <= 31:
             bits = 5
     half = all(bool((v.half().float() == v).all()) for v in ((d,) if sym else (d, m)))
-    T, ng = N // 16, K // group
+    T = N // 16
     if bits == 8:   # (tile, row, quad, j) -> (tile, quad, row, j)
         qw = q.to(torch.uint8).view(T, 16, K // 4, 4).permute(0, 2, 1, 3).reshape(N, K).contiguous()
     else:
         qw = _pack5(q.to(torch.uint8), T, K)
-
-    def by_tile(v: torch.Tensor) -> torch.Tensor:      # [N, ng] -> a tile's block, 16 rows
-        return v.to(torch.float16 if half else torch.float32).view(T, 16, ng).transpose(1, 2).reshape(N, ng).contiguous()
-
-    return W8A8Weights(qw, by_tile(d), torch.empty(0, dtype=torch.float16 if half else torch.float32) if sym
-                       else by_tile(m), group, bits, half, sym)
+    dtype = torch.float16 if half else torch.float32
+    return W8A8Weights(qw, scales_to_tiles(d, dtype), torch.empty(0, dtype=dtype) if sym
+                       else scales_to_tiles(m, dtype), group, bits, half, sym)
 
 
 def _pack5(q: torch.Tensor, T: int, K: int) -> torch.Tensor:
@@ -169,14 +147,10 @@ def unpack(w: W8A8Weights) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The stored integers and their scales in natural order: (q [N, K] uint8, d, m [N, K/group] float32), with
     w = d * q + m (for sym layouts m is the implied -2**(bits-1) * d)."""
     N, K = w.shape
-    T, ng = N // 16, K // w.group
+    T = N // 16
     q = w.qw.view(T, K // 4, 16, 4).permute(0, 2, 1, 3).reshape(N, K) if w.bits == 8 else _unpack5(w.qw, T, K)
-
-    def natural(v: torch.Tensor) -> torch.Tensor:
-        return v.float().view(T, ng, 16).transpose(1, 2).reshape(N, ng)
-
-    d = natural(w.wd)
-    return q, d, -(1 << (w.bits - 1)) * d if w.sym else natural(w.wm)
+    d = scales_from_tiles(w.wd).float()
+    return q, d, -(1 << (w.bits - 1)) * d if w.sym else scales_from_tiles(w.wm).float()
 
 
 def gemm_call():
@@ -198,15 +172,11 @@ def w8a8_linear(x: torch.Tensor, w: W8A8Weights, digits: int = 1, out: torch.Ten
                 lib: ctypes.CDLL | None = None) -> torch.Tensor:
     """x [M, K] bfloat16 (CPU, contiguous) -> [M, N] bfloat16 (`out` when given), on torch's thread count;
     digits as in w4a8_cpu.w4a8_linear."""
-    if digits not in (1, 2):
-        raise ValueError(f"digits must be 1 or 2, got {digits!r}")
+    N, K = w.shape
+    check_call("w8a8_linear", x, K, digits)
     lib = lib or library()
     if lib is None:
         raise RuntimeError(f"the w8a8 CPU kernel is unavailable: {unavailable_reason()}")
-    N, K = w.shape
-    if x.dtype != torch.bfloat16 or x.dim() != 2 or x.shape[1] != K or not x.is_contiguous():
-        raise ValueError(f"w8a8_linear takes x as a contiguous [M, {K}] bfloat16 tensor, got "
-                         f"{x.dtype} {tuple(x.shape)}{'' if x.is_contiguous() else ' (not contiguous)'}")
     M = x.shape[0]
     y = torch.empty((M, N), dtype=torch.bfloat16) if out is None else out
     if M and lib.w8a8_gemm(w.qw.data_ptr(), w.wd.data_ptr(), w.wm.data_ptr(), x.data_ptr(), y.data_ptr(),

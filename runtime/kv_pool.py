@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import torch
 
-from sglite.kernels import kv_quant_cpu
+from sglite.kernels import kv_quant_cpu, registry
 
 KV_CACHE_DTYPES = ("auto", "bf16", "int8", "fp8_e4m3")
 _STORAGE = {"bf16": torch.bfloat16, "int8": torch.int8, "fp8_e4m3": torch.float8_e4m3fn}
@@ -58,6 +58,8 @@ class KVPool:
         # quantized pools store keys rotated by an orthonormal R (q . k = qR . kR): a few large channels of a
         # key spread over all of its head's values, so one scale per head loses far less of the small ones
         self.key_rotation = rotation(head_dim, device) if self.quantized else None
+        # quantized stores on the CPU go through one numba kernel where it runs (chosen here, once)
+        self._quant_kernel = self.quantized and self.k_buffer.device.type == "cpu" and registry.use("kv_quant_cpu")
         self._kernel_views = None      # numpy views for the CPU quantize-store kernel (made on first store)
 
     @property
@@ -87,7 +89,7 @@ class KVPool:
             self.k_buffer[layer].index_copy_(0, slots, k.to(self.k_buffer.dtype))
             self.v_buffer[layer].index_copy_(0, slots, v.to(self.v_buffer.dtype))
             return
-        if self.k_buffer.device.type == "cpu" and kv_quant_cpu.available():
+        if self._quant_kernel:
             if self._kernel_views is None:
                 self._kernel_views = (_raw(self.k_buffer).view(torch.uint8).numpy(),
                                       _raw(self.v_buffer).view(torch.uint8).numpy(),

@@ -31,7 +31,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from sglite.kernels import head_refine_cpu, w4a8_cpu, w8a8_cpu
+from sglite.kernels import head_refine_cpu, registry, w4a8_cpu, w8a8_cpu
 
 WEIGHT_FORMATS = ("fp32", "bf16", "int8", "int4", "w4a16", "w4a8")
 KERNEL_DIGITS = {"w4a16": 2, "w4a8": 1}     # formats on kernels/w4a8_cpu.py: int8 digits per activation
@@ -354,7 +354,7 @@ def eight_bit_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) 
     built with VNNI (one dot product per value; its most compact exact layout: Q5_0 5.5 bits a weight, Q8_0 8.5,
     Q6_K 10); else, for blocks of 32, the W4A8 kernel over the grid's low and high nibbles (split_nibbles: 10 bits
     a weight, twice the dot products)."""
-    vnni = w8a8_cpu.isa() == "avx512_vnni"
+    vnni = registry.use("w8a8_cpu")     # the kernel's VNNI build (registry: used on that path only)
     for group in (32, 16) if vnni else (32,):
         if (grid := block_grid(weight, 8, group)) is not None:
             if vnni:
@@ -424,7 +424,7 @@ class RefinedHead:
         self.in_features, self.out_features, self.dtype = approx.in_features, approx.out_features, torch.float32
         # on the CPU, bf16 approximate logits are refined by one numba kernel (kernels/head_refine_cpu.py: ties at
         # the k-th value go to the lowest ids), else by torch's ops below; the choice is made here, once
-        self._kernel = head_refine_cpu.available() and self.weight.device.type == "cpu" \
+        self._kernel = registry.use("head_refine_cpu") and self.weight.device.type == "cpu" \
             and approx.dtype == torch.bfloat16
 
     def __call__(self, x: torch.Tensor, decode_from: int | None = None) -> torch.Tensor:
@@ -472,7 +472,7 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
     if fmt == "int8":
         return Int8Linear(weight, bias)
     if fmt in FOUR_BIT_FORMATS:
-        if fmt in KERNEL_DIGITS and (why := w4a8_cpu.unavailable_reason()) is not None:
+        if fmt in KERNEL_DIGITS and (why := registry.status("w4a8_cpu").why) is not None:
             raise ValueError(f"weights {fmt!r} need the w4a8 CPU kernel, which is unavailable here: {why}")
         grid = block_grid(weight, 4)
         if grid is not None:

@@ -17,6 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sglite.kernels import registry
+
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
 from .linear import Linear, make_head, make_sized_linear
@@ -136,8 +138,7 @@ class LlamaModel:
         self.scale = 1.0 / math.sqrt(c.head_dim) if c.attention_scale is None else c.attention_scale
         # the fused CPU layer (kernels/layer_ops_cpu.py) covers, in bfloat16 activations, the Llama layer and its
         # Qwen3 (q/k norms) and Gemma 3 (sandwich norms, GELU-tanh, two rope bases) variants
-        from sglite.kernels import layer_ops_cpu
-        self.fused_cpu = (self.device.type == "cpu" and self.dtype == torch.bfloat16 and layer_ops_cpu.available()
+        self.fused_cpu = (self.device.type == "cpu" and self.dtype == torch.bfloat16 and registry.use("layer_ops_cpu")
                           and c.hidden_act in ("silu", "gelu_pytorch_tanh") and c.rotary_dim == c.head_dim
                           and c.attn_logit_softcapping is None
                           and os.environ.get("SGLITE_FUSED_CPU", "1") != "0")

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 
-from sglite.kernels import w4a8_cpu, w8a8_cpu
+from sglite.kernels import registry
 
 from .linear import KERNEL_DIGITS, WEIGHT_FORMATS, activation_dtype, make_linear
 from .threads import usable_cores
@@ -167,7 +167,8 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
     layer_params = sum(o * i for o, i in per_layer)
     copies = max(1, min(8, (48 << 20) // (4 * layer_params)))     # ~48 MB of fp32 weights
     shapes = per_layer * copies + [(min(vocab, 16384), hidden)]
-    candidates = [f for f in GATED_FORMATS if f not in KERNEL_DIGITS or w4a8_cpu.unavailable_reason() is None]
+    kernel = registry.status("w4a8_cpu").available
+    candidates = [f for f in GATED_FORMATS if f not in KERNEL_DIGITS or kernel]
     with torch.inference_mode():
         times = _time_formats(candidates, shapes, BENCH_ROWS)
     # decode: time per token summed over decode batch sizes 1, 8 and 32 (batch 1's latency weighs most)
@@ -183,16 +184,14 @@ def measure_weight_plan(hidden: int, intermediate: int, vocab: int) -> tuple[Wei
 def kernel_builds() -> str:
     """The builds of the CPU kernels the formats run on, as part of what a measured plan depends on: the W4A8
     kernel (w4a16 and w4a8 over 4-bit weights) and its 8-bit twin W8A8 (the same formats over weights on an
-    8-bit block grid), each "isa:build" (a hash of its source, compiler, flags and CPU) or "none" where it does
-    not build (no compiler, SGLITE_NATIVE_KERNELS=0, no AVX-512 VNNI for W8A8). A rebuilt kernel, from a changed
+    8-bit block grid), each "isa:build" (a hash of its source, headers, compiler, flags and CPU) or "none" where
+    it does not build (registry.status: no compiler, SGLITE_NATIVE_KERNELS=0). A rebuilt kernel, from a changed
     source, layout or compiler, gives another key, so the plan is decided anew."""
-    def build(name: str, module) -> str:
-        if module.unavailable_reason() is not None:
-            return f"{name}:none"
-        build_id = module.build_id() if hasattr(module, "build_id") else module.library().build_id
-        return f"{name}:{module.isa()}:{build_id}"
+    def build(name: str) -> str:
+        k = registry.status(f"{name}_cpu")
+        return f"{name}:{k.isa}:{k.build}" if k.available else f"{name}:none"
 
-    return ",".join([build("w4a8", w4a8_cpu), build("w8a8", w8a8_cpu)])
+    return ",".join([build("w4a8"), build("w8a8")])
 
 
 def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, intermediate: int, vocab: int,
@@ -204,14 +203,14 @@ def choose_weight_plan(spec: str, device: str | torch.device, hidden: int, inter
         if dev.type != "cpu" and {plan.small, plan.large} - {"fp32", "bf16"}:
             raise ValueError(f"weights={spec!r}: int8, int4, w4a16 and w4a8 weights run on the CPU only; on "
                              f"{dev.type} use 'fp32' or 'bf16'")
-        if {plan.small, plan.large} & set(KERNEL_DIGITS) and (why := w4a8_cpu.unavailable_reason()) is not None:
+        if {plan.small, plan.large} & set(KERNEL_DIGITS) and (why := registry.status("w4a8_cpu").why) is not None:
             raise ValueError(f"weights={spec!r}: the w4a8 CPU kernel is unavailable here ({why}); use 'int4'")
         return plan
     if dev.type != "cpu":
         return WeightPlan("fp32", "fp32")   # GPU formats are not measured yet: keep the reference
     key = "|".join([cpu_model(), ",".join(cpu_flags()), torch.__version__, str(torch.get_num_threads()),
                     f"{hidden}x{intermediate}x{vocab}", kernel_builds()])
-    kernel = w4a8_cpu.unavailable_reason() is None
+    kernel = bool(registry.status("w4a8_cpu").available)
     path = _cache_path()
     cached = _read_cache(path).get(key)
     if cached is not None:

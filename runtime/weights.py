@@ -45,9 +45,9 @@ GGUF_W8A8_PATHS = {"Q2_K": "8-bit blocks (sub-blocks of 16)", "Q3_K": "8-bit blo
 
 def gguf_fast_paths() -> dict[str, str]:
     """GGUF tensor type -> how the kernel formats run its exact values on this machine."""
-    from sglite.kernels import w8a8_cpu
+    from sglite.kernels import registry
 
-    return {**GGUF_FAST_PATHS, **(GGUF_W8A8_PATHS if w8a8_cpu.isa() == "avx512_vnni" else {})}
+    return {**GGUF_FAST_PATHS, **(GGUF_W8A8_PATHS if registry.use("w8a8_cpu") else {})}
 
 
 _FLOAT_TYPES = ("F32", "F16", "BF16")  # buffers some older checkpoints saved; recomputed from the config

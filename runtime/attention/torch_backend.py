@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from sglite.kernels import decode_attention_cpu
+from sglite.kernels import decode_attention_cpu, registry
 
 from ..forward_batch import ForwardBatch
 from .base import AttentionBackend
@@ -113,7 +113,7 @@ class TorchAttentionBackend(AttentionBackend):
         super().__init__(kv_pool)
         on_cpu = kv_pool.k_buffer.device.type == "cpu"
         if paged_decode is None:
-            paged_decode = on_cpu and decode_attention_cpu.available() and (
+            paged_decode = on_cpu and registry.use("decode_attention_cpu") and (
                 not kv_pool.quantized or decode_attention_cpu.quantized_supported())
         elif paged_decode and kv_pool.quantized and not decode_attention_cpu.quantized_supported():
             raise ValueError("the paged CPU decode kernel reads an int8 / fp8 KV cache only when its C kernel "

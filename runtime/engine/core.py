@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from sglite.kernels import registry
 from sglite.protocol import ABORT_INTERNAL, ABORT_SHUTDOWN, FinishReason, GenerateRequest, RequestError, StreamChunk
 
 from ..constrained.budget import CompileBudget
@@ -290,6 +291,9 @@ class EngineCore:
         s["pool_free_tokens"] = self.kv.allocator.available
         s["cached_tree_tokens"] = self.kv.cache.total_size if self.kv.cache else 0
         s["lora_adapters"] = self.lora_names()
+        # which kernel each op runs here, and why not (kernels/registry.py; reading it compiles nothing)
+        s["kernels"] = {k.name: {"backend": k.backend, "available": k.available, "used": k.use, "isa": k.isa,
+                                 "why": k.why} for k in registry.describe(probe=False)}
         if self.drafter is not None:
             d = self.drafter
             s.update(spec_draft_tokens=d.proposed, spec_accepted_tokens=d.accepted,

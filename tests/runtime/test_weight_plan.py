@@ -10,6 +10,7 @@ import textwrap
 
 import pytest
 
+from sglite.kernels import w4a8_cpu, w8a8_cpu
 from sglite.runtime import weight_plan as wp
 from sglite.runtime.weight_plan import WeightPlan, choose_weight_plan
 
@@ -19,22 +20,22 @@ def test_auto_is_measured_once_and_again_when_the_kernel_build_changes(tmp_path,
     measured = []
 
     def fake_measure(hidden, intermediate, vocab):
-        measured.append(wp.w4a8_cpu.unavailable_reason() is None)
+        measured.append(w4a8_cpu.unavailable_reason() is None)
         return WeightPlan("w4a16" if measured[-1] else "int4", "bf16"), {}
 
     monkeypatch.setattr(wp, "measure_weight_plan", fake_measure)
     monkeypatch.setattr(wp, "_busy", lambda: None)
-    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
-    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(w4a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(w4a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(w4a8_cpu, "build_id", lambda: "0123456789abcdef")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert measured == [True]                                           # the second came from the cache
-    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "fedcba9876543210")   # the kernel's source changed
+    monkeypatch.setattr(w4a8_cpu, "build_id", lambda: "fedcba9876543210")   # the kernel's source changed
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert measured == [True, True]
-    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
-    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: None)
+    monkeypatch.setattr(w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
+    monkeypatch.setattr(w4a8_cpu, "isa", lambda: None)
     assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")
     assert measured == [True, True, False]
 
@@ -47,19 +48,19 @@ def test_a_rebuilt_w8a8_kernel_decides_again(tmp_path, monkeypatch):
     monkeypatch.setattr(wp, "measure_weight_plan",
                         lambda *a: (measured.append(1), (WeightPlan("w4a16", "bf16"), {}))[1])
     monkeypatch.setattr(wp, "_busy", lambda: None)
-    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
-    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
-    monkeypatch.setattr(wp.w8a8_cpu, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(wp.w8a8_cpu, "isa", lambda: "avx512_vnni")
-    monkeypatch.setattr(wp.w8a8_cpu, "build_id", lambda: "1111111111111111", raising=False)
+    monkeypatch.setattr(w4a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(w4a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(w4a8_cpu, "build_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(w8a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(w8a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(w8a8_cpu, "build_id", lambda: "1111111111111111", raising=False)
     for _ in range(2):
         assert choose_weight_plan("auto", "cpu", 64, 128, 256) == WeightPlan("w4a16", "bf16")
     assert len(measured) == 1
-    monkeypatch.setattr(wp.w8a8_cpu, "build_id", lambda: "2222222222222222", raising=False)   # its layout changed
+    monkeypatch.setattr(w8a8_cpu, "build_id", lambda: "2222222222222222", raising=False)   # its layout changed
     choose_weight_plan("auto", "cpu", 64, 128, 256)
     assert len(measured) == 2
-    monkeypatch.setattr(wp.w8a8_cpu, "unavailable_reason", lambda: "no AVX-512 VNNI")
+    monkeypatch.setattr(w8a8_cpu, "unavailable_reason", lambda: "no AVX-512 VNNI")
     choose_weight_plan("auto", "cpu", 64, 128, 256)
     assert len(measured) == 3
     keys = list(json.loads((tmp_path / "weight_plans_v3.json").read_text()))
@@ -70,8 +71,8 @@ def test_a_rebuilt_w8a8_kernel_decides_again(tmp_path, monkeypatch):
 def test_the_kernel_builds_name_both_kernels_as_loaded():
     builds = dict(part.split(":", 1) for part in wp.kernel_builds().split(","))
     assert set(builds) == {"w4a8", "w8a8"}
-    if wp.w8a8_cpu.available():
-        assert builds["w8a8"] == f"{wp.w8a8_cpu.isa()}:{wp.w8a8_cpu.library().build_id}"
+    if w8a8_cpu.available():
+        assert builds["w8a8"] == f"{w8a8_cpu.isa()}:{w8a8_cpu.library().build_id}"
     else:
         assert builds["w8a8"] == "none"
 
@@ -80,9 +81,9 @@ def test_a_busy_machine_takes_no_timings_and_keeps_the_plan_its_flags_give(tmp_p
     """Timings under load once flipped the plan from process to process (six processes, three plans): on a busy
     machine nothing is timed, the plan follows from the flags, and it is kept for every later process."""
     monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
-    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: None)
-    monkeypatch.setattr(wp.w4a8_cpu, "isa", lambda: "avx512_vnni")
-    monkeypatch.setattr(wp.w4a8_cpu, "build_id", lambda: "0123456789abcdef")
+    monkeypatch.setattr(w4a8_cpu, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(w4a8_cpu, "isa", lambda: "avx512_vnni")
+    monkeypatch.setattr(w4a8_cpu, "build_id", lambda: "0123456789abcdef")
     monkeypatch.setattr(wp, "cpu_flags", lambda: ["avx2", "avx512f", "amx_bf16"])
     measured = []
     monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (measured.append(1), (WeightPlan("bf16", "bf16"), {}))[1])
@@ -99,7 +100,7 @@ def test_a_busy_machine_takes_no_timings_and_keeps_the_plan_its_flags_give(tmp_p
 def test_load_during_the_measurement_discards_it(tmp_path, monkeypatch):
     monkeypatch.setenv("SGLITE_CACHE", str(tmp_path))
     monkeypatch.setattr(wp, "cpu_flags", lambda: ["avx2"])
-    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
+    monkeypatch.setattr(w4a8_cpu, "unavailable_reason", lambda: "no C compiler (cc)")
     loads = iter([None, 2.5])
     monkeypatch.setattr(wp, "_busy", lambda: next(loads))
     monkeypatch.setattr(wp, "measure_weight_plan", lambda *a: (WeightPlan("bf16", "bf16"), {}))
@@ -144,7 +145,7 @@ def test_formats_are_timed_in_turns():
 
 
 def test_kernel_formats_are_refused_by_name_where_the_kernel_is_unavailable(monkeypatch):
-    monkeypatch.setattr(wp.w4a8_cpu, "unavailable_reason", lambda: "SGLITE_NATIVE_KERNELS=0")
+    monkeypatch.setattr(w4a8_cpu, "unavailable_reason", lambda: "SGLITE_NATIVE_KERNELS=0")
     with pytest.raises(ValueError, match=r"w4a16\+bf16.*unavailable here \(SGLITE_NATIVE_KERNELS=0\)"):
         choose_weight_plan("w4a16+bf16", "cpu", 64, 128, 256)
     assert choose_weight_plan("int4+bf16", "cpu", 64, 128, 256) == WeightPlan("int4", "bf16")

@@ -1,2 +1,2 @@
-"""A tokenizer's vocabulary as a byte trie (vocab_trie.py; trie_walk.py scans it compiled), and every token's
-fate under a lexeme DFA state, computed for all tokens at once and cached (token_index.py)."""
+"""A tokenizer's vocabulary as a byte trie (vocab_trie.py; kernels/trie_walk_cpu.py scans it compiled), and every
+token's fate under a lexeme DFA state, computed for all tokens at once and cached (token_index.py)."""

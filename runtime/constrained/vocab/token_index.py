@@ -4,7 +4,7 @@
 the node's prefix) and sorts them into "stays inside the lexeme" (with the DFA state after the token) and "may
 leave the lexeme" (the DFA accepts before the token ends; the caller checks the rest against the parse stack).
 Two walks give the same answer: a compiled scan of the trie in preorder that skips the subtrees the DFA
-kills (trie_walk.py), and Python's depth-first one that follows only the bytes the DFA can read, for small
+kills (kernels/trie_walk_cpu.py), and Python's depth-first one that follows only the bytes the DFA can read, for small
 subtrees (below structural prefixes like `{"`) and as the reference. Object-name DFAs built on the plain-string
 DFA reuse its root results (`split`, `packed_inside`): only the first bytes where a state differs are walked.
 Results are cached per (dfa.key, state, node), so equal DFAs in different grammars share the work.
@@ -19,11 +19,11 @@ import numpy as np
 from ...defaults import GRAMMAR_CACHE_BYTES
 from ..automata.byte_dfa import ByteDFA
 from ..cache import CacheBudget, LruCache
-from . import trie_walk
+from sglite.kernels import trie_walk_cpu as trie_walk
 from .vocab_trie import VocabTrie
 
 _KERNEL_NODES = 64         # first bytes' subtrees past this many nodes are classified by the compiled scan
-_KERNEL_LEAVING = 16       # leaving tokens past this many are walked by the compiled loop (trie_walk.py)
+_KERNEL_LEAVING = 16       # leaving tokens past this many are walked by the compiled loop (kernels/trie_walk_cpu.py)
 _WS = b" \t\n\r"           # JSON whitespace
 
 
@@ -215,8 +215,8 @@ class TokenIndex(VocabTrie):
 
     def _walk(self, dfa: ByteDFA, state: int, node: int, only: list[int] | None) -> TokenClasses:
         """Classify from scratch; `only`: just the subtrees of these first bytes (the rest left out). Python's
-        depth-first walk costs ~1 µs a live trie node, the compiled scan (trie_walk.py) ~10 µs a call plus a
-        few ns a node of the subtrees it scans: their size decides (without numba, Python walks them all)."""
+        depth-first walk costs ~1 µs a live trie node, the compiled scan (kernels/trie_walk_cpu.py) ~10 µs a call plus
+        a few ns a node of the subtrees it scans: their size decides (without numba, Python walks them all)."""
         kids = self.children[node]
         first = [b for b in (dfa.live_bytes(state) if only is None else only) if b in kids]
         if trie_walk.available() and sum(self.subtree_size[kids[b]] for b in first) > _KERNEL_NODES:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .trie_walk import PreorderTrie
+from sglite.kernels.trie_walk_cpu import PreorderTrie
 
 
 class VocabTrie:

@@ -172,7 +172,7 @@ def test_classify_walks_agree(compiler):
     lexemes that may end; a pattern; the plain string), with first bytes restricted, and below a structural
     prefix."""
     from sglite.runtime.constrained.automata.key_dfa import words_dfa
-    from sglite.runtime.constrained.vocab import trie_walk
+    from sglite.kernels import trie_walk_cpu as trie_walk
     assert trie_walk.available()
     idx = compiler.index
     dfas = [words_dfa({"name": "name", "nick": "nick"}, ("other",)),
@@ -246,7 +246,7 @@ def test_leave_rows_agree(compiler):
     place each token may end the lexeme, its state and characters, for the tokens leaving plain strings,
     numbers, a pattern and a name DFA, from the root and from below '"'."""
     from sglite.runtime.constrained.automata.key_dfa import words_dfa
-    from sglite.runtime.constrained.vocab import trie_walk
+    from sglite.kernels import trie_walk_cpu as trie_walk
     idx = compiler.index
     dfas = [words_dfa({"name": "name", "nick": "nick"}, ("other",)),
             compiler.compile_json_schema({"type": "number"}).nodes[0].dfa,

@@ -1,14 +1,18 @@
 """Compiled classification walk: one numba loop over the trie in preorder (PreorderTrie), from a DFA state,
-skipping every subtree the DFA kills, for the walks too big for Python's depth-first one (token_index.py).
+skipping every subtree the DFA kills, for the walks too big for Python's depth-first one
+(runtime/constrained/vocab/token_index.py).
 
 It gives the same sets as that walk (order aside), at a few ns a scanned node; Python's walk costs ~1 µs a
 live node and stays as the reference the tests compare with, and as the fallback where numba cannot be
 imported. Compiled once and cached on disk (numba's `cache=True`); `warm()` loads it ahead of the first mask."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from ..automata.byte_dfa import ByteDFA
+if TYPE_CHECKING:
+    from sglite.runtime.constrained.automata.byte_dfa import ByteDFA
 
 try:
     import numba
@@ -215,6 +219,9 @@ def warm(trie: PreorderTrie, by_pre: np.ndarray, tok_off: np.ndarray, tok_data: 
     """Loads (or on first use compiles) the kernels now, so that no mask pays for it: a few ms each from numba's
     disk cache, seconds to compile."""
     if numba is not None:
+        # imported here, not at the top: the constrained package's __init__ imports the trie, which imports this
+        from sglite.runtime.constrained.automata.byte_dfa import ByteDFA
+
         dfa = ByteDFA.literal([b"a"])
         compiled_walk(trie, by_pre, dfa, dfa.start, 0, None, len(by_pre))
         leave_rows(tok_off, tok_data, dfa, dfa.start, 0, [0])

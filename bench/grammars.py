@@ -38,9 +38,12 @@ class Sglite:
         self.words = self.bitmask.numpy()[0]     # a view: what fill_bitmask writes
 
     def compile(self, text: str, syntax: str):
-        from sglite.runtime.constrained.cfg import CfgGrammar, gbnf_to_ir, lark_to_ir
-        ir = lark_to_ir(text) if syntax == "lark" else gbnf_to_ir(text)
-        g = CfgGrammar(syntax, text, self.compiler.index, ir)   # uncached: a new grammar every time
+        from sglite.runtime.constrained.cfg import gbnf_to_ir, lark_to_ir, lower_rules
+        from sglite.runtime.constrained.compiler import CLASSIFY_STATES
+        from sglite.runtime.constrained.parser.grammar import Grammar
+        rules = lark_to_ir(text) if syntax == "lark" else gbnf_to_ir(text)
+        # uncached: a new grammar every time
+        g = Grammar(syntax, text, self.compiler.index, lower_rules(rules), classify_states=CLASSIFY_STATES)
         self.mask(g.matcher())
         return g
 

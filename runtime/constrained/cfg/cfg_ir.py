@@ -1,7 +1,8 @@
-"""The context-free grammar IR that every grammar frontend (Lark, GBNF, structural tags) lowers to: named rules
-whose alternatives are sequences of symbols, named terminals (lexemes: byte DFAs, or subgrammars, lexemes that
-another compiled grammar reads, such as a structural tag's JSON value), the start rule, and the terminals
-skipped between lexemes (Lark's `%ignore`). Plain immutable data; `str()` prints it as BNF.
+"""Rules: what the grammar frontends (Lark, GBNF, structural tags) read their text into before it is rewritten
+(normalize.py) and lowered to the grammar IR (lowering.py): named rules whose alternatives are sequences of
+symbols, named terminals (lexemes: byte DFAs, or subgrammars, another grammar IR's value such as a structural
+tag's JSON value), the start rule, and the terminals skipped between lexemes (Lark's `%ignore`). Plain
+immutable data; `str()` prints it as BNF.
 
     start ::= expr
     expr ::= expr PLUS term | term
@@ -40,12 +41,11 @@ class Terminal:
 
 @dataclass(frozen=True, eq=False)
 class Subgrammar:
-    """A lexeme that another compiled grammar reads (parser/matcher.py's CompiledGrammar, e.g. a JSON Schema's
-    `Grammar`): the CFG parser hands it the bytes from its start, and the lexeme may end wherever that grammar
-    accepts (a JSON value keeps every constraint its own parser enforces). Its token masks are that grammar's
-    own cached ones. It must not accept the empty string. `source` is how it prints."""
+    """A value of another grammar IR (`ir`, e.g. a JSON Schema's): its nodes are embedded in the lowered
+    grammar, so every constraint of that IR holds inside. It must not accept the empty string. `source` is how
+    it prints here."""
     name: str
-    grammar: Any
+    ir: Any             # ir.grammar_ir.GrammarIR
     source: str
 
 

@@ -1,5 +1,5 @@
-"""Structural tags: free text that switches into a constrained region when a trigger appears, then back, lowered
-onto the context-free grammar IR (cfg_ir.py) that Lark and GBNF lower to.
+"""Structural tags: free text that switches into a constrained region when a trigger appears, then back, read
+into rules (cfg_ir.py) as Lark and GBNF are, and lowered with them to the one grammar IR (lowering.py).
 
     {"structures": [{"begin": "<tool_call>", "schema": {...}, "end": "</tool_call>"}],
      "triggers": ["<tool_call>"]}                   (SGLang's / xgrammar's shape; "type": "structural_tag" optional)
@@ -13,8 +13,8 @@ again. The text may end (EOS) only in free text. As a grammar, with one alternat
     UPTO_t   text whose first trigger occurrence ends at its last byte and is t, the shortest trigger that
              begin_i starts with (a longer one holds t, so t would end the free text first) (a byte DFA)
     BEGIN_i  the rest of begin_i after t (left out where empty), END_i its end: literals
-    JSON_i   a subgrammar (cfg_ir.Subgrammar): the structure's compiled JSON Schema `Grammar`, read by its own
-             parser and masked by its own cached masks, so every constraint of the JSON path holds inside
+    JSON_i   a subgrammar (cfg_ir.Subgrammar): the grammar IR of the structure's JSON Schema, embedded, so
+             every constraint of the JSON path holds inside
 
 TEXT and UPTO_t are one trigger automaton (Aho-Corasick over the triggers' bytes) whose bytes that complete a
 trigger are dead (TEXT) or, where they complete t, lead to UPTO_t's one accepting state. It reads bytes, not
@@ -75,7 +75,7 @@ def parse_structural_tag(spec: Any) -> tuple[tuple[TagStructure, ...], tuple[str
 
 def structural_tag_to_ir(structures: Sequence[TagStructure], triggers: Sequence[str], bodies: Sequence[Any]
                          ) -> CfgIR:
-    """The CfgIR of a structural tag; `bodies[i]` is structure i's compiled JSON grammar (parser/grammar.py)."""
+    """The rules of a structural tag; `bodies[i]` is structure i's JSON Schema as a GrammarIR."""
     trigs = [t.encode() for t in triggers]
     rows, prefixes = _trigger_automaton(trigs)
     text = without_empty(trimmed_dfa(rows, 0, [True] * len(rows), {}, [False] * len(rows)))

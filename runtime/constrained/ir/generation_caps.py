@@ -26,7 +26,7 @@ from typing import Optional
 
 from ..automata.byte_dfa import ByteDFA
 from .grammar_ir import GrammarIR
-from .nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode
+from .nodes import ArrayNode, LexNode, NeverNode, Node, ObjectNode, UnionNode, children
 
 @dataclass(frozen=True)
 class GenerationCaps:
@@ -98,18 +98,6 @@ def _is_infinite(dfa: ByteDFA) -> bool:
             if indeg[b] == 0:
                 todo.append(b)
     return removed < len(reach)
-
-
-def _children(n: Node) -> list[int]:
-    if isinstance(n, ObjectNode):
-        return list(n.props.values()) + ([n.additional] if n.additional is not None else []) + \
-            list(n.pattern_nodes.values())
-    if isinstance(n, ArrayNode):
-        return list(n.prefix) + ([n.items] if n.items is not None else []) + \
-            [k for k in n.hits + n.misses if k is not None]
-    if isinstance(n, UnionNode):
-        return list(n.alts)
-    return []
 
 
 class _DepthCap:
@@ -232,7 +220,7 @@ class _DepthCap:
 def _recursive(nodes: list[Node]) -> list[bool]:
     """Per node: whether a value of it can nest without bound (the node reaches a cycle of nodes). What is left
     after repeatedly removing nodes whose children are all removed (Kahn's algorithm, on out-degrees)."""
-    kids = [_children(n) for n in nodes]
+    kids = [children(n) for n in nodes]
     parents: list[list[int]] = [[] for _ in nodes]
     for i, ks in enumerate(kids):
         for k in ks:
@@ -254,14 +242,14 @@ def _on_cycles(nodes: list[Node], recursive: list[bool]) -> list[bool]:
     """Per node: whether it lies on a cycle of nodes (only nodes that reach a cycle can)."""
     out = [False] * len(nodes)
     for i in (i for i, r in enumerate(recursive) if r):
-        seen, todo = set(), [k for k in _children(nodes[i]) if recursive[k]]
+        seen, todo = set(), [k for k in children(nodes[i]) if recursive[k]]
         while todo and not out[i]:
             k = todo.pop()
             if k == i:
                 out[i] = True
             elif k not in seen:
                 seen.add(k)
-                todo.extend(j for j in _children(nodes[k]) if recursive[j])
+                todo.extend(j for j in children(nodes[k]) if recursive[j])
     return out
 
 

@@ -1,12 +1,12 @@
-"""GrammarIR: what every frontend lowers to (a regex: one lexeme node; a JSON Schema: schema/) and all that the
-parser needs to run it. A context-free grammar would lower to the same nodes (with a sequence node added)."""
+"""GrammarIR: what every frontend lowers to (a regex: one lexeme node; a JSON Schema: schema/; Lark, GBNF and
+structural tags: rules of sequences and unions, cfg/lowering.py) and all that the one parser needs to run it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import Mapping, Optional
 
-from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from .nodes import ArrayNode, LexNode, Node, ObjectNode, SeqNode, UnionNode
 from .printer import format_rules
 
 JSON_WS = frozenset(b" \t\n\r")
@@ -27,6 +27,10 @@ class GrammarIR:
     separator: Optional[int] = None     # a LexNode read right after every ':' and ',' ("standard": one space)
     ws_run: Optional[int] = None        # a LexNode for one run of whitespace, allowed wherever JSON allows it
                                         # inside the root value ("flexible"); runs never follow each other
+    # context-free grammars: lexemes read any number of times between the items of a sequence, before the first
+    # and after the last (Lark's `%ignore`), and the names the printer gives nodes (rules and terminals)
+    ignore: tuple[int, ...] = ()
+    names: Optional[Mapping[int, str]] = None
 
     def __post_init__(self):
         for name in ("root", "separator", "ws_run"):
@@ -37,14 +41,41 @@ class GrammarIR:
             i = getattr(self, name)
             if i is not None and not isinstance(self.nodes[i], LexNode):
                 raise ValueError(f"{name} {i} is not a lexeme node")
+        for i in self.ignore:
+            if not (0 <= i < len(self.nodes) and isinstance(self.nodes[i], LexNode)):
+                raise ValueError(f"ignore {i} is not a lexeme node")
+            if self.nodes[i].dfa.accepting[self.nodes[i].dfa.start]:
+                raise ValueError(f"ignore {i} matches the empty text")
 
     @cached_property
     def satisfiable(self) -> tuple[bool, ...]:
         """Per node: whether some finite value matches it (a least fixpoint)."""
         return _satisfiable(self.nodes)
 
+    @cached_property
+    def nullable(self) -> tuple[bool, ...]:
+        """Per node: whether it matches the empty text (a least fixpoint; JSON values never do)."""
+        out = [False] * len(self.nodes)
+        changed = True
+        while changed:
+            changed = False
+            for i, n in enumerate(self.nodes):
+                if out[i]:
+                    continue
+                if isinstance(n, LexNode):
+                    ok = bool(n.dfa.accepting[n.dfa.start]) and n.min_chars == 0
+                elif isinstance(n, UnionNode):
+                    ok = any(out[a] for a in n.alts)
+                elif isinstance(n, SeqNode):
+                    ok = all(out[a] for a in n.items)
+                else:
+                    ok = False
+                if ok:
+                    out[i] = changed = True
+        return tuple(out)
+
     def __str__(self) -> str:
-        return format_rules(self.nodes, self.root, self.whitespace, self.ordered, self.separator, self.ws_run)
+        return format_rules(self)
 
 
 def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
@@ -77,6 +108,8 @@ def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
                     ok = n.completable(sat, 0, 0)
             elif isinstance(n, UnionNode):
                 ok = any(sat[a] for a in n.alts)
+            elif isinstance(n, SeqNode):
+                ok = all(sat[a] for a in n.items)
             else:
                 ok = False
             if ok:

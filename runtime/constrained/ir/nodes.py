@@ -1,8 +1,9 @@
-"""Grammar IR nodes: the immutable pieces a JSON schema or regex lowers to. Nodes refer to each other by index
-into `GrammarIR.nodes`, so recursive schemas ($ref cycles) are plain cycles of indices."""
+"""Grammar IR nodes: the immutable pieces a regex, a JSON schema or a context-free grammar lowers to. Nodes refer
+to each other by index into `GrammarIR.nodes`, so recursive schemas ($ref cycles) and recursive rules are plain
+cycles of indices."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Optional
 
@@ -111,8 +112,48 @@ class UnionNode:
 
 
 @dataclass(frozen=True, eq=False)
+class SeqNode:
+    """`items` read one after another, nothing between them but the grammar's `ignore` lexemes (a rule's
+    alternative; JSON whitespace is not read here)."""
+    items: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
 class NeverNode:
     """No value at all (schema `false`, or contradictory constraints)."""
 
 
-Node = LexNode | ObjectNode | ArrayNode | UnionNode | NeverNode
+Node = LexNode | ObjectNode | ArrayNode | UnionNode | SeqNode | NeverNode
+
+
+def children(node: Node) -> list[int]:
+    """The nodes `node` refers to, in a fixed order (the printer's)."""
+    if isinstance(node, ObjectNode):
+        out = list(node.props.values())
+        out += [node.pattern_nodes[k] for k in sorted(node.pattern_nodes, key=sorted)]
+        return out + ([node.additional] if node.additional is not None else [])
+    if isinstance(node, ArrayNode):
+        return list(node.prefix) + ([node.items] if node.items is not None else []) + \
+            [k for k in node.hits + node.misses if k is not None]
+    if isinstance(node, UnionNode):
+        return list(node.alts)
+    if isinstance(node, SeqNode):
+        return list(node.items)
+    return []
+
+
+def shifted(node: Node, k: int) -> Node:
+    """`node` with every node index it holds moved by `k` (to embed one IR's nodes after another's)."""
+    def o(i):
+        return None if i is None else i + k
+    if isinstance(node, ObjectNode):
+        return replace(node, props={n: v + k for n, v in node.props.items()}, additional=o(node.additional),
+                       pattern_nodes={m: v + k for m, v in node.pattern_nodes.items()})
+    if isinstance(node, ArrayNode):
+        return replace(node, prefix=tuple(i + k for i in node.prefix), items=o(node.items),
+                       hits=tuple(map(o, node.hits)), misses=tuple(map(o, node.misses)))
+    if isinstance(node, UnionNode):
+        return UnionNode(tuple(i + k for i in node.alts))
+    if isinstance(node, SeqNode):
+        return SeqNode(tuple(i + k for i in node.items))
+    return node

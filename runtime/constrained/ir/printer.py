@@ -11,58 +11,58 @@ reaches them. A lexeme shows the regex (`/.../`), literal or words it was built 
 `members(...)` is an object's comma-separated `name: value` pairs, each name at most once, in any order (or
 `in order`, the schema's): `"name"?` marks an optional property, `*` any other name, `/p/*` other names
 matching pattern p; `items(a, b, c*)` is an array's comma-separated items (a, then b, then any number of c);
-`{m,n}` after either bounds the count; `%ignore` is the whitespace allowed between structural tokens,
-`%ignore-once` the same for at most one run at a time, `%after ':' ','` what is written after each of them."""
+`{m,n}` after either bounds the count; `%ignore` is the whitespace allowed between structural tokens (or, in a
+grammar from rules, the lexemes allowed between any two), `%ignore-once` the same for at most one run at a time,
+`%after ':' ','` what is written after each of them. A sequence prints its items; nodes a grammar from rules
+names (its rules and terminals) print under those names."""
 from __future__ import annotations
 
 import json
 from typing import Optional
 
-from .nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from .nodes import ArrayNode, LexNode, Node, ObjectNode, SeqNode, UnionNode, children
 
-_KIND = {LexNode: "lexeme", ObjectNode: "object", ArrayNode: "array", UnionNode: "union"}
+_KIND = {LexNode: "lexeme", ObjectNode: "object", ArrayNode: "array", UnionNode: "union", SeqNode: "seq"}
 _ESCAPES = {9: r"\t", 10: r"\n", 13: r"\r"}
 
 
-def format_rules(nodes: tuple[Node, ...], root: int, whitespace: frozenset[int], ordered: bool,
-                 separator: Optional[int] = None, ws_run: Optional[int] = None) -> str:
-    """The rules of the nodes reachable from `root`, one per line (deterministic for equal IRs)."""
-    order = _reachable(nodes, root)
+def format_rules(ir) -> str:
+    """The rules of the nodes of GrammarIR `ir` reachable from its root, one per line (deterministic for equal
+    IRs)."""
+    nodes, root, names = ir.nodes, ir.root, ir.names or {}
+    order = _reachable(nodes, (root,))
+    order += [i for i in _reachable(nodes, ir.ignore) if i not in set(order)]
+    # in a grammar from rules, the unnamed sequences and empty texts of its alternatives print where they are used
+    inline = {i for i in order if names and i not in names and i != root and
+              (isinstance(nodes[i], SeqNode) or (isinstance(nodes[i], LexNode) and nodes[i].source == '""'))}
 
     def name(i: int) -> str:
+        if i in inline:
+            return _body(nodes[i], name, ir.ordered)
+        if i in names:
+            return names[i]
         return "root" if i == root else f"{_KIND.get(type(nodes[i]), 'never')}_{i}"
 
-    lines = [f"{name(i)} ::= {_body(nodes[i], name, ordered)}" for i in order]
-    if whitespace:
-        lines.append("%ignore /[" + "".join(_ESCAPES.get(b, chr(b)) for b in sorted(whitespace)) + "]+/")
-    if separator is not None:
-        lines.append(f"%after ':' ',' {nodes[separator].source}")
-    if ws_run is not None:
-        lines.append(f"%ignore-once {nodes[ws_run].source}")
+    lines = [f"{name(i)} ::= {_body(nodes[i], name, ir.ordered)}" for i in order if i not in inline]
+    if ir.whitespace:
+        lines.append("%ignore /[" + "".join(_ESCAPES.get(b, chr(b)) for b in sorted(ir.whitespace)) + "]+/")
+    lines += [f"%ignore {name(i)}" for i in ir.ignore]
+    if ir.separator is not None:
+        lines.append(f"%after ':' ',' {nodes[ir.separator].source}")
+    if ir.ws_run is not None:
+        lines.append(f"%ignore-once {nodes[ir.ws_run].source}")
     return "\n".join(lines)
 
 
-def _reachable(nodes: tuple[Node, ...], root: int) -> list[int]:
-    order, seen = [root], {root}
+def _reachable(nodes: tuple[Node, ...], roots) -> list[int]:
+    order = list(dict.fromkeys(roots))
+    seen = set(order)
     for i in order:                 # breadth-first; `order` grows while it is read
-        for j in _children(nodes[i]):
+        for j in children(nodes[i]):
             if j not in seen:
                 seen.add(j)
                 order.append(j)
     return order
-
-
-def _children(node: Node) -> list[int]:
-    if isinstance(node, ObjectNode):
-        out = list(node.props.values())
-        out += [node.pattern_nodes[k] for k in sorted(node.pattern_nodes, key=sorted)]
-        return out + ([node.additional] if node.additional is not None else [])
-    if isinstance(node, ArrayNode):
-        return list(node.prefix) + ([node.items] if node.items is not None else []) + \
-            [k for k in node.hits + node.misses if k is not None]
-    if isinstance(node, UnionNode):
-        return list(node.alts)
-    return []
 
 
 def _body(node: Node, name, ordered: bool) -> str:
@@ -95,6 +95,8 @@ def _body(node: Node, name, ordered: bool) -> str:
         return f'"[" items({", ".join(items)}){_count(node.min_items, node.max_items)}{counted} "]"'
     if isinstance(node, UnionNode) and node.alts:
         return " | ".join(name(a) for a in node.alts)
+    if isinstance(node, SeqNode):
+        return " ".join(map(name, node.items)) if node.items else '""'
     return "<nothing>"
 
 

@@ -3,7 +3,8 @@ tuple of stacks (nondeterminism from `anyOf` keeps several).
 
 Frames are NamedTuples, so stacks hash and compare as plain tuples (they key the mask and next-byte caches),
 and each carries its `kind` letter as a last, defaulted field, so frames of different kinds never compare equal.
-A `Lex` frame is always on top of a structural frame (`Value`'s place), a `Key` frame on top of its `Obj`.
+A `Lex` frame is always on top of a structural frame (`Value`'s place) or a `Seq` or `End`, a `Key` frame on top
+of its `Obj`.
 Frames are immutable values; the parser shares the frequent ones (see `Parser.lex_frame`)."""
 from __future__ import annotations
 
@@ -72,13 +73,21 @@ class Arr(NamedTuple):
     kind: str = "A"
 
 
+class Seq(NamedTuple):
+    """Inside SeqNode `node`, its items before `pos` read: item `pos` is next. Never pushed for the last item
+    (a tail call), so right recursion keeps stacks short."""
+    node: int
+    pos: int
+    kind: str = "S"
+
+
 class Ran(NamedTuple):
     """Right after a bounded whitespace run (`Parser.ws_run`), on top of the structural frame the run was in:
     another run may not start here; any other byte goes to the frame below."""
     kind: str = "R"
 
 
-Frame = End | Value | Lex | Key | Obj | Arr | Ran
+Frame = End | Value | Lex | Key | Obj | Arr | Seq | Ran
 Stack = tuple     # tuple[Frame, ...], bottom first
 END = End()
 RAN = Ran()

@@ -1,4 +1,5 @@
-"""A compiled grammar: a grammar IR (ir/) made runnable for one vocabulary.
+"""The compiled grammar: a grammar IR (ir/) made runnable for one vocabulary, whatever it was lowered from (regex,
+JSON Schema, Lark, GBNF, structural tags).
 
 The parts, each in its own file: `Parser` (parser.py: byte steps over the frames of frames.py), `ObjectKeys`
 (object_keys.py: property names), `StackMasks` (stack_masks.py: token masks per parse stack, cached). A
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import GrammarError
 from ..ir.grammar_ir import GrammarIR
-from ..ir.nodes import LexNode
+from ..ir.nodes import LexNode, SeqNode
 from ..vocab.token_index import TokenIndex
 from .frames import END, Stack
 from .matcher import GrammarMatcher
@@ -20,9 +21,11 @@ from .stack_masks import StackMasks
 class Grammar:
     """Immutable compiled grammar shared by all requests; `matcher()` gives per-request state."""
 
-    def __init__(self, kind: str, spec: str, index: TokenIndex, ir: GrammarIR):
-        """`kind` and `spec` name what `ir` was lowered from (for messages and repr). Raises GrammarError if
-        the IR admits no value at all."""
+    def __init__(self, kind: str, spec: str, index: TokenIndex, ir: GrammarIR, classify_states: int = 0):
+        """`kind` and `spec` name what `ir` was lowered from (for messages and repr). `classify_states`: lexeme
+        DFA states whose token classes (the shared, per-state part of every mask) are made now rather than by the
+        first masks that meet them, smallest DFAs first (a grammar's keywords; ~40 us a state). Raises
+        GrammarError if the IR admits no value at all."""
         self.kind, self.spec, self.index, self.ir = kind, spec, index, ir
         self.nodes = nodes = ir.nodes
         self.root = root = ir.root
@@ -34,15 +37,20 @@ class Grammar:
         keys.build_all()      # 1-3 ms per object: paid while compiling, not on the object's first token
         for dfa in keys.built() + [n.dfa for n in nodes if isinstance(n, LexNode)]:
             dfa.walk_flat     # the tables the trie walks gather from (cached on the shared DFA)
-        self.parser = Parser(nodes, self.sat, ir.whitespace, keys, ir.separator, ir.ws_run, index.budget)
+        self.parser = Parser(ir, keys, index.budget)
         # the input starts with a value of the root; with no whitespace to skip, a root lexeme is entered at
-        # once, so that a regex matching the empty text accepts before any byte
-        if not ir.whitespace and isinstance(nodes[root], LexNode):
+        # once, so that a regex matching the empty text accepts before any byte; a root sequence (a grammar from
+        # rules) starts at its first item
+        if isinstance(nodes[root], SeqNode):
+            start = self.parser.seq_frame(root, 0)
+        elif not ir.whitespace and isinstance(nodes[root], LexNode):
             start = self.parser.lex_frame(root, nodes[root].dfa.start)
         else:
             start = self.parser.value_frame(root)
         self.initial: tuple[Stack, ...] = ((END, start),)
         self.masks = StackMasks(self.parser, nodes, index)
+        if classify_states:
+            self.masks.classify_states(classify_states)
         self.vocab_size = index.vocab_size
         self.words = self.masks.words
         # what the matcher uses

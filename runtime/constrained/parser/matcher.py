@@ -270,9 +270,8 @@ class GrammarMatcher:
 
 def _trailing_ws(grammar: CompiledGrammar) -> frozenset:
     """The bytes a whole JSON text may end with after its root value: the whitespace of mode "any" (the exact
-    matcher reads RFC 8259 texts: `[1] `, `{"a": 1}\n`), none in the generation modes and other grammars. Only
-    a matcher's own stacks end so: a grammar run inside another (a structural tag's JSON body) keeps the plain
-    End, so what follows its value is the outer grammar's."""
+    matcher reads RFC 8259 texts: `[1] `, `{"a": 1}\n`), none in the generation modes and other grammars (a
+    structural tag's JSON body is embedded in the tag's IR: what follows its value is the tag's)."""
     if getattr(grammar, "kind", None) != "json_schema":
         return frozenset()
     return frozenset(grammar.ir.whitespace)

@@ -4,12 +4,15 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..cache import CacheBudget, LruCache
-from ..ir.nodes import ArrayNode, LexNode, Node, ObjectNode, UnionNode
+from ..errors import GrammarError
+from ..ir.grammar_ir import GrammarIR
+from ..ir.nodes import ArrayNode, LexNode, ObjectNode, SeqNode, UnionNode
 from .frames import (ARR_COMMA, ARR_ITEM, ARR_OPEN, OBJ_COMMA, OBJ_NAMED, OBJ_OPEN, OBJ_VALUED, RAN, Arr, End,
-                     Key, Lex, Obj, Ran, Stack, Value)
+                     Key, Lex, Obj, Ran, Seq, Stack, Value)
 from .object_keys import ObjectKeys
 
 _UNKNOWN = object()
+MAX_STACKS = 20_000     # parse stacks alive at once; past this a grammar is too ambiguous to run
 
 
 class Parser:
@@ -17,15 +20,21 @@ class Parser:
     frames most bytes create (Lex without a character count, Key, Value), made once per (node, DFA state) and
     shared: building a NamedTuple costs ~5x a plain tuple, and shared frames compare by identity."""
 
-    def __init__(self, nodes: list[Node], sat: list[bool], ws: frozenset, keys: ObjectKeys,
-                 separator: int | None, ws_run: int | None, caches: CacheBudget):
-        # whitespace (see GrammarIR): `ws` bytes are skipped anywhere, unbounded; `separator` is a lexeme read
-        # after every ':' and ','; a byte of `run_bytes` at a structural position inside the root value enters
-        # the `ws_run` lexeme, which no second run may follow
-        self.nodes, self.sat, self.ws, self.keys = nodes, sat, ws, keys
-        self.separator, self.ws_run = separator, ws_run
+    def __init__(self, ir: GrammarIR, keys: ObjectKeys, caches: CacheBudget):
+        # whitespace (see GrammarIR): `ws` bytes are skipped at JSON's structural frames, unbounded; `separator`
+        # is a lexeme read after every ':' and ','; a byte of `run_bytes` at a structural position inside the
+        # root value enters the `ws_run` lexeme, which no second run may follow; an `ignore` lexeme may start at
+        # every Seq and End frame (a grammar from rules), as often as it comes
+        nodes = self.nodes = ir.nodes
+        self.sat, self.nullable, self.ws, self.keys = ir.satisfiable, ir.nullable, ir.whitespace, keys
+        ws_run = self.ws_run = ir.ws_run
+        self.separator, self.ignore = ir.separator, ir.ignore
         self.run_bytes = frozenset(nodes[ws_run].dfa.live_bytes(nodes[ws_run].dfa.start)) \
             if ws_run is not None else frozenset()
+        self.ignore_bytes = frozenset(b for i in self.ignore for b in nodes[i].dfa.live_bytes(nodes[i].dfa.start))
+        # per SeqNode: whether its items from each position on may all be empty (the Seq frame may give way)
+        self.rest_nullable = {i: tuple(all(self.nullable[x] for x in n.items[p:]) for p in range(len(n.items) + 1))
+                              for i, n in enumerate(nodes) if isinstance(n, SeqNode)}
         # per stack, charged to `caches` (the grammar's index's budget)
         self._next = LruCache(caches, "next bytes")
         self._ways: dict[tuple[int, int, int], list] = {}   # counted arrays: (node, index, count) -> item ways
@@ -33,7 +42,9 @@ class Parser:
         self._lex: list[list | None] = [None] * len(nodes)
         self._key: list[list | None] = [None] * len(nodes)
         self._value: list[Value | None] = [None] * len(nodes)
+        self._seq: dict[tuple[int, int], Seq] = {}     # (SeqNode, position) -> its shared frame
         self._starts = LruCache(caches, "value starts")    # (node, byte) -> see _start_tails
+        self._expand = LruCache(caches, "expansions")      # stack -> see expand
         self._firsts: dict[int, frozenset] = {}                     # node -> see _first
 
     def lex_frame(self, nid: int, state: int) -> Lex:
@@ -61,6 +72,13 @@ class Parser:
         f = self._value[nid]
         if f is None:
             f = self._value[nid] = Value(nid)
+        return f
+
+    def seq_frame(self, nid: int, pos: int) -> Seq:
+        """The shared frame at item `pos` of SeqNode `nid`."""
+        f = self._seq.get((nid, pos))
+        if f is None:
+            f = self._seq[(nid, pos)] = Seq(nid, pos)
         return f
 
     def step(self, stack: Stack, b: int) -> list[Stack]:
@@ -120,9 +138,17 @@ class Parser:
             return self._step_object(stack, b)
         if k is Arr:
             return self._step_array(stack, b)
+        if k is Seq:
+            out = self._start_item(rest, top.node, top.pos, b)
+            if b in self.ignore_bytes:
+                out.extend(s for s in self._enter_ignore(stack, b) if s not in out)
+            return out
         if k is Ran:
             return [] if b in self.run_bytes else self.step(rest, b)
-        return [stack] if b in top.ws else []   # End: trailing whitespace where it is allowed, nothing else
+        # End: trailing whitespace where it is allowed, ignored lexemes, nothing else
+        if b in self.ignore_bytes:
+            return self._enter_ignore(stack, b)
+        return [stack] if b in top.ws else []
 
     def _step_object(self, stack: Stack, b: int) -> list[Stack]:
         top, rest = stack[-1], stack[:-1]
@@ -208,19 +234,44 @@ class Parser:
             return stack
         return stack + (self.lex_frame(self.separator, self.nodes[self.separator].dfa.start),)
 
+    def _enter_ignore(self, stack: Stack, b: int) -> list[Stack]:
+        """`stack` (a Seq or End on top) after byte `b` starts one of the ignored lexemes."""
+        out: list[Stack] = []
+        for i in self.ignore:
+            for s in self.step(stack + (self.lex_frame(i, self.nodes[i].dfa.start),), b):
+                if s not in out:
+                    out.append(s)
+        return out
+
+    def _start_item(self, below: Stack, nid: int, pos: int, b: int, visiting: frozenset = frozenset()
+                    ) -> list[Stack]:
+        """The stacks after byte `b` starts item `pos` of SeqNode `nid` on `below` (the Seq frame of the items
+        after it pushed unless it is the last: a tail call)."""
+        items = self.nodes[nid].items
+        if pos == len(items):
+            return self.step(below, b)      # (only when the node has no items at all)
+        under = below + (self.seq_frame(nid, pos + 1),) if pos + 1 < len(items) else below
+        return self._start_value(under, items[pos], b, visiting)
+
     def _enter_run(self, stack: Stack, b: int) -> list[Stack]:
         """`stack` (structural on top) after byte `b` starts a whitespace run."""
         return self.step(stack + (self.lex_frame(self.ws_run, self.nodes[self.ws_run].dfa.start),), b)
 
     def _start_value(self, below: Stack, nid: int, b: int, visiting: frozenset = frozenset()) -> list[Stack]:
+        """The stacks after byte `b` starts a value of node `nid` on `below` (or, where the value may be empty,
+        `below` reads `b`)."""
         if not visiting:
             key = (nid, b)
-            tails = self._starts.get(key, _UNKNOWN)
-            if tails is _UNKNOWN:
-                tails = self._start_tails(nid, b, frozenset())
-                self._starts[key] = tails
-            if tails is not None:
-                return [below + t for t in tails]
+            hit = self._starts.get(key, _UNKNOWN)
+            if hit is _UNKNOWN:
+                hit = self._start_tails(nid, b, frozenset())
+                self._starts[key] = hit
+            if hit is not None:
+                tails, falls = hit
+                out = [below + t for t in tails]
+                if falls:
+                    out.extend(s for s in self.step(below, b) if s not in out)
+                return out
         if not self.sat[nid] or nid in visiting:   # `visiting`: unions that refer back to themselves
             return []
         node = self.nodes[nid]
@@ -237,31 +288,104 @@ class Parser:
                     if s not in out:
                         out.append(s)
             return out
+        if isinstance(node, SeqNode):
+            return self._start_item(below, nid, 0, b, visiting | {nid})
         return []
 
-    def _start_tails(self, nid: int, b: int, visiting: frozenset) -> tuple[tuple, ...] | None:
-        """The frames `_start_value(below, nid, b)` puts on any `below`, as tuples in its order; None where they
-        depend on `below` (a lexeme that may be empty ends before `b`, which `below` then reads)."""
+    def _start_tails(self, nid: int, b: int, visiting: frozenset) -> tuple[tuple, bool] | None:
+        """(the frames `_start_value(below, nid, b)` puts on any `below` by reading `b` inside the value, as
+        tuples; whether the value may be empty, so that `below` reads `b` too); None where that is not known
+        without `below` (a counted lexeme that may be empty)."""
         if not self.sat[nid] or nid in visiting:
-            return ()
+            return (), False
         node = self.nodes[nid]
         if isinstance(node, LexNode):
-            if node.dfa.accepting_list[node.dfa.start]:
+            dfa = node.dfa
+            if not dfa.accepting_list[dfa.start]:
+                return tuple(self.step((self.lex_frame(nid, dfa.start),), b)), False
+            if node.counted:
                 return None
-            return tuple(self.step((self.lex_frame(nid, node.dfa.start),), b))
+            ns = dfa.table_list[dfa.start][b]
+            return (((self.lex_frame(nid, ns),),) if ns >= 0 else ()), True
         if isinstance(node, ObjectNode):
-            return ((Obj(nid, OBJ_OPEN, frozenset(), 0),),) if b == 0x7B else ()
+            return (((Obj(nid, OBJ_OPEN, frozenset(), 0),),) if b == 0x7B else ()), False
         if isinstance(node, ArrayNode):
-            return ((Arr(nid, ARR_OPEN, 0),),) if b == 0x5B else ()
+            return (((Arr(nid, ARR_OPEN, 0),),) if b == 0x5B else ()), False
         if isinstance(node, UnionNode):
             out: list[tuple] = []
+            falls = False
             for a in node.alts:
-                tails = self._start_tails(a, b, visiting | {nid})
-                if tails is None:
+                hit = self._start_tails(a, b, visiting | {nid})
+                if hit is None:
                     return None
-                out.extend(t for t in tails if t not in out)
-            return tuple(out)
-        return ()
+                out.extend(t for t in hit[0] if t not in out)
+                falls = falls or hit[1]
+            return tuple(out), falls
+        if isinstance(node, SeqNode):
+            out = []
+            for pos, item in enumerate(node.items):
+                hit = self._start_tails(item, b, visiting | {nid})
+                if hit is None:
+                    return None
+                under = (self.seq_frame(nid, pos + 1),) if pos + 1 < len(node.items) else ()
+                out.extend(under + t for t in hit[0] if under + t not in out)
+                if not hit[1]:
+                    return tuple(out), False
+            return tuple(out), True
+        return (), False
+
+    # --- expansions ---------------------------------------------------------------------------------------------
+    def expand(self, stack: Stack) -> tuple[Stack, ...] | None:
+        """The stacks a Seq or End on top of `stack` reaches without reading a byte, each with a lexeme at its
+        DFA's start on top: every byte `stack` reads is one of theirs first (the mask engine classifies tokens
+        from them). None where `stack` reads bytes otherwise (a JSON value starts, End's trailing whitespace).
+        Cached."""
+        hit = self._expand.get(stack, _UNKNOWN)
+        if hit is _UNKNOWN:
+            out: list[Stack] = []
+            hit = self._expand.put(stack, tuple(dict.fromkeys(out)) if self._expand_into(stack, out) else None)
+        return hit
+
+    def _expand_into(self, stack: Stack, out: list) -> bool:
+        top, rest = stack[-1], stack[:-1]
+        k = type(top)
+        if k is not Seq and (k is not End or top.ws):
+            return False
+        out.extend(stack + (self.lex_frame(i, self.nodes[i].dfa.start),) for i in self.ignore)
+        if k is End:
+            return True
+        items = self.nodes[top.node].items
+        for pos in range(top.pos, len(items)):
+            under = rest + (self.seq_frame(top.node, pos + 1),) if pos + 1 < len(items) else rest
+            if not self._expand_node(under, items[pos], out, frozenset()):
+                return False
+            if not self.nullable[items[pos]]:
+                return True
+        return self._expand_into(rest, out)
+
+    def _expand_node(self, under: Stack, nid: int, out: list, visiting: frozenset) -> bool:
+        """Adds to `out` the stacks starting a lexeme of a value of `nid` on `under` (where the value may be
+        empty, the caller goes on after it); False where a value of `nid` may start otherwise."""
+        if not self.sat[nid] or nid in visiting:
+            return True
+        node = self.nodes[nid]
+        if isinstance(node, LexNode):
+            if node.counted and node.dfa.accepting_list[node.dfa.start]:
+                return False
+            if node.dfa.live_bytes(node.dfa.start):
+                out.append(under + (self.lex_frame(nid, node.dfa.start),))
+            return True
+        if isinstance(node, UnionNode):
+            return all(self._expand_node(under, a, out, visiting | {nid}) for a in node.alts)
+        if isinstance(node, SeqNode):
+            for pos, item in enumerate(node.items):
+                u = under + (self.seq_frame(nid, pos + 1),) if pos + 1 < len(node.items) else under
+                if not self._expand_node(u, item, out, visiting | {nid}):
+                    return False
+                if not self.nullable[item]:
+                    break
+            return True
+        return not isinstance(node, (ObjectNode, ArrayNode))
 
     def _max_items(self, node: ArrayNode):
         hi = node.max_items
@@ -288,6 +412,8 @@ class Parser:
                         nxt.append(s)
             if not nxt:
                 return []
+            if len(nxt) > MAX_STACKS:
+                raise GrammarError(f"the grammar keeps more than {MAX_STACKS} parses alive: too ambiguous to run")
             cur = nxt
         return cur
 
@@ -295,13 +421,18 @@ class Parser:
         """Whether the input may end here (EOS allowed)."""
         while True:
             top = stack[-1]
-            if type(top) is End:
+            k = type(top)
+            if k is End:
                 return True
-            if type(top) is not Lex:
+            if k is Seq:
+                if not self.rest_nullable[top.node][top.pos]:
+                    return False
+            elif k is not Lex:
                 return False
-            node = self.nodes[top.node]
-            if not node.dfa.accepting_list[top.state] or top.nchars < node.min_chars:
-                return False
+            else:
+                node = self.nodes[top.node]
+                if not node.dfa.accepting_list[top.state] or top.nchars < node.min_chars:
+                    return False
             stack = stack[:-1]
 
     # --- lexeme ends -------------------------------------------------------------------------------------------
@@ -372,9 +503,16 @@ class Parser:
                     [n for n in node.hits + node.misses if n is not None]:
                 out |= self._first_bytes(p)
             return out
+        if k is Seq:
+            out = set(self.ignore_bytes)
+            for x in self.nodes[top.node].items[top.pos:]:
+                out |= self._first_bytes(x)
+                if not self.nullable[x]:
+                    return out
+            return out | self._candidates(stack[:-1])
         if k is Ran:
             return self._candidates(stack[:-1]) - self.run_bytes
-        return set(top.ws)     # End
+        return set(top.ws) | self.ignore_bytes     # End
 
     def _first_bytes(self, nid: int) -> frozenset:
         """Bytes a value of node `nid` may start with (`_first`). Cached."""
@@ -398,5 +536,12 @@ class Parser:
             out: set[int] = set()
             for a in node.alts:
                 out |= self._first(a, visiting)
+            return out
+        if isinstance(node, SeqNode):      # (what may follow an empty value is the caller's: `_candidates`)
+            out = set()
+            for x in node.items:
+                out |= self._first(x, visiting)
+                if not self.nullable[x]:
+                    break
             return out
         return set()

@@ -12,12 +12,14 @@ import re
 import numpy as np
 
 from ..automata.byte_dfa import ByteDFA
-from ..ir.nodes import Node
+from ..ir.nodes import LexNode, Node
 from ..vocab.token_index import TokenIndex
-from .frames import END, LEXEMES, OBJ_NAMED, OBJ_VALUED, STRUCTURAL, End, Key, Lex, Obj, Ran, Stack, Value
+from .frames import END, LEXEMES, OBJ_NAMED, OBJ_VALUED, STRUCTURAL, End, Key, Lex, Obj, Ran, Seq, Stack, Value
 from .parser import Parser
 
 _DENSE = 4_096      # a lexeme's inside tokens past this many are OR-ed in as a cached packed mask
+_FEW = 16           # tokens leaving a lexeme at one trie node up to this many are checked one by one
+_EXPANDS = (Seq, End)   # frames whose tokens come from the lexemes they expand to (Parser.expand)
 _CLOSERS = re.compile(rb"[,}\]]")     # the bytes that may make a structural frame give way (see _local_top)
 
 
@@ -36,6 +38,22 @@ class StackMasks:
         self._local = index.cache("local rests")    # (top frame, rest) -> accepted, see _local_ok
         self._local_toks = index.cache("local tokens")   # see _local_tokens
         self._grouped = index.derived_cache("json_leaving_groups")    # see _groups: shared by grammars
+        self._below = index.cache("allowed below")  # (stack after a lexeme, trie node) -> see _allowed_below
+
+    def classify_states(self, budget: int) -> None:
+        """Classifies the vocabulary from the states of the grammar's lexeme DFAs (TokenIndex.classify at the
+        trie's root, its leave points, the packed inside tokens where there are many), up to `budget` states,
+        smallest DFAs first; a lexeme with a large DFA pays as it goes."""
+        dfas = {n.dfa.key: n.dfa for n in self.nodes if isinstance(n, LexNode)}
+        for dfa in sorted(dfas.values(), key=lambda d: d.num_states):
+            budget -= dfa.num_states
+            if budget < 0:
+                break
+            for s in range(dfa.num_states):
+                cls = self.index.classify(dfa, s, 0)
+                cls.leave_points        # grouped on first read (TokenClasses.leave_points)
+                if len(cls.inside) > _DENSE:
+                    self.index.packed_inside(dfa, s, 0)
 
     def stack_mask(self, stack: Stack) -> np.ndarray:
         """Packed int32 [words] bitmask of text tokens allowed from `stack` (EOS not included). Cached (~6 KB
@@ -202,6 +220,10 @@ class StackMasks:
         `classify(dfa, s, node).leaving`, or with `part` the leaving groups of `TokenIndex.split`'s part."""
         key = (dfa.key, s, node, stack[:-1])     # below a Key frame: its Obj, with the names seen
         hit = self._leaving.get(key)
+        if hit is None and type(stack[-1]) is Lex and not part and not self.nodes[stack[-1].node].counted:
+            below = self.parser.finish(stack, s)
+            if type(below[-1]) in (Seq, End) and self._local_top(below) is None:
+                hit = self._leaving.put(key, (self._leaving_walked(below, dfa, s, node), ()))
         if hit is None:
             # a tracked name (Key frame with a `name`) is recorded only where the rest may start another name of
             # the same object (a ',' then a '"'); elsewhere what follows does not depend on it, so it is left out
@@ -232,6 +254,34 @@ class StackMasks:
         tb = self.index.token_bytes
         return hit[0] + tuple((t, dc) for t, dc in hit[1] if self.parser.run((stack,), tb[t][skip:]))
 
+    def _leaving_walked(self, below: Stack, dfa: ByteDFA, s: int, node: int) -> tuple[tuple[int, int], ...]:
+        """`_leaving_ok` for a lexeme (uncounted) on a sequence or the end of a grammar from rules, where any
+        byte may make the frame give way: the tokens leaving at each trie node m (`TokenIndex.leave_points`),
+        a few checked one by one, many at once from the tokens `below` allows under m (`_allowed_below`)."""
+        tb, depth = self.index.token_bytes, self.index.depth
+        out = []
+        for m, toks in self.index.leave_points(dfa, s, node):
+            if len(toks) <= _FEW:
+                d = depth[m]
+                out.extend((t, 0) for t in toks.tolist() if self.parser.run((below,), tb[t][d:]))
+            else:
+                ok = self._allowed_below(below, m)
+                out.extend((t, 0) for t in toks[ok[toks]].tolist())
+        return tuple(out)
+
+    def _allowed_below(self, below: Stack, m: int) -> np.ndarray:
+        """bool [vocab]: the tokens under trie node m whose bytes past m's prefix `below` accepts (a trie walk
+        from m, lexemes classified where they start). Cached per (below, m)."""
+        hit = self._below.get((below, m))
+        if hit is None:
+            mask = np.zeros(self.vocab_size, bool)
+            extra: list[np.ndarray] = []
+            self._walk_trie(below, mask, extra, root=m)
+            for e in extra:
+                mask |= np.unpackbits(e.view(np.uint8), bitorder="little")[:self.vocab_size].astype(bool)
+            hit = self._below.put((below, m), mask)
+        return hit
+
     def _groups(self, gkey: tuple, leaving) -> dict:
         """`leaving` by accepting state: a -> (local: ((rest, toks), ...) for rests without ',', '}' or ']';
         other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached per (DFA key,
@@ -257,8 +307,8 @@ class StackMasks:
         names seen, which only ',' and '}' and names read."""
         top = below[-1]
         k = type(top)
-        if self.parser.ws_run is not None or k is Ran:
-            return None
+        if self.parser.ws_run is not None or k is Ran or k is Seq or (k is End and self.parser.ignore):
+            return None     # (a sequence gives way to any byte: texts without those bytes included)
         if k is Value:
             under = below[-2]
             if type(under) is End:
@@ -293,15 +343,16 @@ class StackMasks:
             hit = self._local.put(key, bool(self.parser.run((short,), rest)))
         return hit
 
-    def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list) -> None:
+    def _walk_trie(self, stack: Stack, mask: np.ndarray, extra: list, root: int = 0) -> None:
         """Set in `mask` the tokens allowed from a structural position: depth-first over the vocabulary trie,
         visiting only children whose byte can come next. Where a stack enters a lexeme (Lex/Key on top), the
         tokens that go on inside it come from the lexeme's token classification below that trie node, and
-        only the stack after the lexeme (if it may end there) walks on byte by byte."""
+        only the stack after the lexeme (if it may end there) walks on byte by byte; a sequence or the end hands
+        over at once to the lexemes it may start (Parser.expand)."""
         parser = self.parser
         children, ends = self.index.children, self.index.ends
         allowed: list[int] = []
-        todo = [(0, [stack])]
+        todo = [(root, [stack])]
         while todo:
             node, stacks = todo.pop()
             struct: list[Stack] = []
@@ -309,7 +360,16 @@ class StackMasks:
                 while st is not None and isinstance(st[-1], LEXEMES):
                     self._lexeme_tokens(st, node, mask, extra)
                     st = parser.lexeme_end(st)
-                if st is not None and st not in struct:
+                if st is None:
+                    continue
+                if type(st[-1]) in _EXPANDS:
+                    # a sequence or the end reads bytes only through lexemes: classify from where each starts
+                    starts = parser.expand(st)
+                    if starts is not None:
+                        for e in starts:
+                            self._lexeme_tokens(e, node, mask, extra)
+                        continue
+                if st not in struct:
                     struct.append(st)
             if not struct:
                 continue

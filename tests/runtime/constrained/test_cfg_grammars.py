@@ -155,25 +155,22 @@ def test_bad_arguments(toy_compiler):
         toy_compiler.compile_grammar("   ")
 
 
-def test_shortened_stacks_share_masks_or_fall_back(toy_compiler):
-    """Masks are computed on stacks shortened to their top entries (CfgParser.shorten): deep in nested lists
-    every mask equals the one computed on the whole stack; a shortened stack whose lexeme may end raises Opaque
-    where the frames left out would decide, and the mask is then the whole stack's."""
-    from sglite.runtime.constrained.cfg.cfg_masks import CfgMasks
-    from sglite.runtime.constrained.cfg.cfg_parser import Opaque
+def test_masks_deep_in_nested_lists_agree_with_the_parser(toy_compiler):
+    """Deep in nested lists (long stacks, right recursion) every stack's mask holds exactly the tokens whose
+    bytes the byte-level parser reads from it, computed from a cold cache and again from the warm one."""
+    from sglite.runtime.constrained.parser.stack_masks import StackMasks
     grammar = toy_compiler.compile_grammar(MASK_GRAMMARS[0])
-    parser = grammar.parser
     m = grammar.matcher()
     assert m.accept_string(b"[[[[[1")
     deep = [st for st in m._stacks if len(st) > 4]
     assert deep
-    fresh = CfgMasks(parser, grammar.index)         # no cache: each mask from its whole stack
+    fresh = StackMasks(grammar.parser, grammar.nodes, grammar.index)      # its own, empty caches
+    tb = grammar.index.token_bytes
     for st in deep:
-        assert (grammar.stack_mask(st) == fresh._compute(st)).all()
-    short = parser.shorten(deep[0], 2)
-    assert short[0] == parser.opaque and short[1:] == deep[0][-2:]
-    with pytest.raises(Opaque):       # "1" may end: what comes after it is in the frames left out
-        parser.complete(parser.shorten(deep[0][:-1], 1))
+        got = fresh.stack_mask_bool(st)
+        want = [bool(b) and bool(grammar.parser.run((st,), b)) for b in tb]
+        assert got.tolist() == want
+        assert (grammar.stack_mask(st) == fresh.stack_mask(st)).all()
 
 
 def test_compiling_classifies_the_vocabulary_from_every_lexeme_state(toy_compiler):
@@ -181,7 +178,7 @@ def test_compiling_classifies_the_vocabulary_from_every_lexeme_state(toy_compile
     (SQL's first-pass mask median: 55 -> 40 us); masks computed afterwards agree with the byte-level parser."""
     g = toy_compiler.compile_grammar('start: "select" NAME ("," NAME)*\nNAME: /[a-z]+/\n%ignore " "')
     index = g.index
-    for dfa in g.parser.dfas:
+    for dfa in {n.dfa for n in g.nodes if hasattr(n, "dfa")}:
         for s in range(dfa.num_states):
             assert (dfa.key, s, 0) in index._cache, (dfa, s)
     m = g.matcher()

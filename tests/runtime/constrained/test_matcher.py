@@ -224,13 +224,13 @@ def test_leave_points_agree(compiler):
     word: thousands of tokens), from the trie root and from below a space."""
     from pathlib import Path
 
-    from sglite.runtime.constrained.cfg import CfgGrammar, lark_to_ir
+    from sglite.runtime.constrained.cfg import lark_to_ir, lower_rules
     idx = compiler.index
     data = Path(__file__).resolve().parents[1] / "data" / "grammars"
     checked = big = 0
     for name in ("json", "sql", "arith", "config"):
         text = (data / f"{name}.lark").read_text()
-        for dfa in CfgGrammar("lark", text, idx, lark_to_ir(text)).parser.dfas:
+        for dfa in {n.dfa for n in lower_rules(lark_to_ir(text)).nodes if hasattr(n, "dfa")}:
             for s in range(dfa.num_states):
                 for node in (0, idx.children[0][0x20]):
                     got = {m: sorted(t.tolist()) for m, t in idx.leave_points(dfa, s, node)}

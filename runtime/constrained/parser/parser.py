@@ -467,11 +467,15 @@ class Parser:
         if hit is None:
             top = stack[-1]
             node = self.nodes[top.node] if type(top) is Lex else None
+            starts = self.expand(stack) if type(top) is Seq or type(top) is End else None
             if node is not None and not node.counted:
                 # `step` reads every live byte of the lexeme, and where it may end, what the stack after it reads
                 hit = frozenset(node.dfa.live_bytes(top.state))
                 if node.dfa.accepting_list[top.state]:
                     hit |= self.next_bytes(stack[:-1] if top.node != self.ws_run else stack[:-1] + (RAN,))
+            elif starts is not None:
+                # a sequence or the end reads through the lexemes it starts: their live bytes at their start
+                hit = frozenset(b for e in starts for b in self.nodes[e[-1].node].dfa.live_bytes(e[-1].state))
             else:
                 hit = frozenset(b for b in self._candidates(stack) if self.step(stack, b))
             hit = self._next.put(stack, hit)

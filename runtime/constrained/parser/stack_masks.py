@@ -39,6 +39,7 @@ class StackMasks:
         self._local_toks = index.cache("local tokens")   # see _local_tokens
         self._grouped = index.derived_cache("json_leaving_groups")    # see _groups: shared by grammars
         self._below = index.cache("allowed below")  # (stack after a lexeme, trie node) -> see _allowed_below
+        self._walked = index.cache("walked leaving")    # see _leaving_walked
 
     def classify_states(self, budget: int) -> None:
         """Classifies the vocabulary from the states of the grammar's lexeme DFAs (TokenIndex.classify at the
@@ -179,6 +180,10 @@ class StackMasks:
         # tokens that end the lexeme part-way: which of them the stack below accepts does not depend on the
         # lexeme's character count, so it is cached per (dfa state, node, stack below) and only the count is
         # checked here
+        walked = self._leaving_walked(stack, node, dfa, s) if lex is not None and not counted else None
+        if walked is not None:
+            mask[walked] = True
+            return
         for t, dc in self._leaving_ok(stack, node, dfa, s, cls.leaving):
             if counted:
                 c2 = c + dc
@@ -220,10 +225,6 @@ class StackMasks:
         `classify(dfa, s, node).leaving`, or with `part` the leaving groups of `TokenIndex.split`'s part."""
         key = (dfa.key, s, node, stack[:-1])     # below a Key frame: its Obj, with the names seen
         hit = self._leaving.get(key)
-        if hit is None and type(stack[-1]) is Lex and not part and not self.nodes[stack[-1].node].counted:
-            below = self.parser.finish(stack, s)
-            if type(below[-1]) in (Seq, End) and self._local_top(below) is None:
-                hit = self._leaving.put(key, (self._leaving_walked(below, dfa, s, node), ()))
         if hit is None:
             # a tracked name (Key frame with a `name`) is recorded only where the rest may start another name of
             # the same object (a ',' then a '"'); elsewhere what follows does not depend on it, so it is left out
@@ -254,20 +255,31 @@ class StackMasks:
         tb = self.index.token_bytes
         return hit[0] + tuple((t, dc) for t, dc in hit[1] if self.parser.run((stack,), tb[t][skip:]))
 
-    def _leaving_walked(self, below: Stack, dfa: ByteDFA, s: int, node: int) -> tuple[tuple[int, int], ...]:
-        """`_leaving_ok` for a lexeme (uncounted) on a sequence or the end of a grammar from rules, where any
-        byte may make the frame give way: the tokens leaving at each trie node m (`TokenIndex.leave_points`),
-        a few checked one by one, many at once from the tokens `below` allows under m (`_allowed_below`)."""
-        tb, depth = self.index.token_bytes, self.index.depth
+    def _leaving_walked(self, stack: Stack, node: int, dfa: ByteDFA, s: int) -> np.ndarray | None:
+        """int64 ids of the tokens that leave an uncounted lexeme part-way on a sequence (any byte may make it
+        give way) or on the end, whose rest the stack after the lexeme accepts (None for other frames): the
+        tokens leaving at each trie node m (`TokenIndex.leave_points`), a few checked one by one, many at once
+        from the tokens that stack allows under m (`_allowed_below`). Cached per (DFA state, node, stack below)."""
+        key = (dfa.key, s, node, stack[:-1])
+        hit = self._walked.get(key)
+        if hit is not None:
+            return hit
+        below = self.parser.finish(stack, s)
+        if type(below[-1]) not in _EXPANDS:
+            return None
+        tb, depth, children = self.index.token_bytes, self.index.depth, self.index.children
+        first = self.parser.next_bytes(below)
         out = []
         for m, toks in self.index.leave_points(dfa, s, node):
+            if first.isdisjoint(children[m]):
+                continue                # no token goes on under m with a byte that may follow the lexeme
             if len(toks) <= _FEW:
                 d = depth[m]
-                out.extend((t, 0) for t in toks.tolist() if self.parser.run((below,), tb[t][d:]))
+                out.append(np.array([t for t in toks.tolist() if tb[t][d] in first and
+                                     self.parser.run((below,), tb[t][d:])], np.int64))
             else:
-                ok = self._allowed_below(below, m)
-                out.extend((t, 0) for t in toks[ok[toks]].tolist())
-        return tuple(out)
+                out.append(toks[self._allowed_below(below, m)[toks]])
+        return self._walked.put(key, np.concatenate(out) if out else np.zeros(0, np.int64))
 
     def _allowed_below(self, below: Stack, m: int) -> np.ndarray:
         """bool [vocab]: the tokens under trie node m whose bytes past m's prefix `below` accepts (a trie walk

@@ -99,6 +99,9 @@ def within(budget: CompileBudget | None) -> Iterator[None]:
     keeps the earlier deadline. The outermost lowers the GIL switch interval while it runs (see the module's
     docstring)."""
     saved = (getattr(_local, "budget", None), getattr(_local, "deadline", None))
+    outermost = getattr(_local, "memo", None) is None
+    if outermost:
+        _local.memo = {}
     lowered = False
     if budget is not None:
         deadline = time.monotonic() + budget.seconds
@@ -109,12 +112,27 @@ def within(budget: CompileBudget | None) -> Iterator[None]:
         yield
     finally:
         _local.budget, _local.deadline = saved
+        if outermost:
+            _local.memo = None
         if lowered:
             _switch.leave()
 
 
 def current() -> CompileBudget | None:
     return getattr(_local, "budget", None)
+
+
+def memo(key, build):
+    """`build()`, made once per key within one compile (the outermost `within` block; outside one, every
+    call builds): a pattern read at several places of one schema is parsed once. Nothing outlives the
+    compile, so this is no cache beside the budgeted ones (cache.py)."""
+    table = getattr(_local, "memo", None)
+    if table is None:
+        return build()
+    hit = table.get(key)
+    if hit is None:
+        hit = table[key] = build()
+    return hit
 
 
 @contextmanager

@@ -8,6 +8,7 @@ from typing import Any
 
 from sglite.protocol import RequestError, load_json_schema
 
+from .automata import rx
 from .automata.dfa_lowering import lower_char_fsm
 from .automata.regex import regex_to_char_fsm
 from .automata.regex_counter import counted_regex
@@ -31,8 +32,8 @@ from .vocab.token_index import TokenIndex
 # generation-mode whitespace as lexemes (see GrammarIR): "standard" reads one space after every ':' and ',';
 # "flexible" allows, wherever JSON allows whitespace inside the value, one run of it: a space, or one or two
 # newlines and an indent of at most 20 spaces/tabs (llama.cpp's JSON grammars bound whitespace alike)
-_SEPARATOR = " "
-_WS_RUN = r"( |\n\n?[ \t]{0,20})"
+_SEPARATOR = rx.Lit(" ")
+_WS_RUN = rx.alt(" ", rx.seq("\n", rx.opt("\n"), rx.rep(rx.chars(" \t"), 0, 20)))
 CLASSIFY_STATES = 512    # lexeme states a grammar from rules classifies at compile time (SQL's first-pass mask
                           # median 55 -> 40 us for ~6 ms more compile time)
 
@@ -167,10 +168,10 @@ class GrammarCompiler:
         if whitespace == "standard" and self._spells_separator():
             # (a vocabulary with no token starting with a space could never write it: compact instead)
             separator = len(nodes)
-            nodes.append(LexNode(self._regex_dfa(_SEPARATOR), source='" "'))
+            nodes.append(LexNode(self._tree_dfa(_SEPARATOR), source='" "'))
         elif whitespace == "flexible":
             ws_run = len(nodes)
-            nodes.append(LexNode(self._regex_dfa(_WS_RUN), source=f"/{_WS_RUN}/"))
+            nodes.append(LexNode(self._tree_dfa(_WS_RUN), source=f"/{rx.show(_WS_RUN)}/"))
         ir = GrammarIR(tuple(nodes), root, whitespace=JSON_WS if whitespace == "any" else frozenset(),
                        canonical=canonical, ordered=property_order == "schema", separator=separator,
                        ws_run=ws_run, unique_keys=unique_keys)
@@ -179,9 +180,16 @@ class GrammarCompiler:
     def _spells_separator(self) -> bool:
         """Whether some token of the vocabulary starts with the "standard" separator."""
         if self._separator_ok is None:
-            sep = _SEPARATOR.encode()
+            sep = _SEPARATOR.text.encode()
             self._separator_ok = any(b.startswith(sep) for b in self.index.token_bytes if b)
         return self._separator_ok
+
+    def _tree_dfa(self, tree: rx.Rx):
+        """The byte DFA of a regex tree, shared between grammars."""
+        dfa = self._dfas.get(("rx", tree))
+        if dfa is None:
+            dfa = self._dfas.put(("rx", tree), lower_char_fsm(rx.to_char_fsm(tree), False))
+        return dfa
 
     def _regex_dfa(self, pattern: str):
         """The byte DFA of a full-match regex, shared between grammars."""

@@ -1,7 +1,9 @@
-"""`format` values we enforce, as full-match regexes over the decoded string (RFC 3339 dates and times with
-real month lengths and leap years, RFC 5321-style dot-atom emails, RFC 4122 UUIDs, RFC 3986 absolute URIs,
-dotted-quad IPv4 without leading zeros)."""
+"""`format` values we enforce, written as full-match regexes over the decoded string (RFC 3339 dates and times
+with real month lengths and leap years, RFC 5321-style dot-atom emails, RFC 4122 UUIDs, RFC 3986 absolute URIs,
+dotted-quad IPv4 without leading zeros) and handed out as automata (`format_fsm`)."""
 from __future__ import annotations
+
+from .charfsm import CharFSM
 
 _D = "[0-9]"
 _YEAR = f"{_D}{{4}}"
@@ -52,3 +54,13 @@ FORMAT_MAX_LENGTH = {"email": 254}
 
 FORMATS = {"date": DATE, "time": TIME, "date-time": DATE_TIME, "email": EMAIL, "uuid": UUID, "uri": URI,
            "ipv4": IPV4}
+_BUILT: dict[str, CharFSM] = {}     # one automaton per format of FORMATS (a fixed set), built on first use
+
+
+def format_fsm(name: str) -> CharFSM:
+    """The character automaton of format `name` (a key of FORMATS)."""
+    fsm = _BUILT.get(name)
+    if fsm is None:
+        from .regex import regex_to_char_fsm
+        fsm = _BUILT[name] = regex_to_char_fsm(FORMATS[name], False)
+    return fsm

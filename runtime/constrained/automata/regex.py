@@ -7,9 +7,8 @@ classes; ASCII under the (?a) flag). A JSON Schema `pattern` (`search=True`) rea
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
-from ..budget import CompileBudgetExceeded, current
+from ..budget import CompileBudgetExceeded, current, memo
 from ..errors import GrammarError
 from .charfsm import CharFSM, literal_trie
 from .regex_nfa import RegexUnsupported, build_char_fsm, parse
@@ -85,31 +84,47 @@ def check_regex(pattern: str) -> None:
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
 
 
-@lru_cache(maxsize=512)
 def regex_to_char_fsm(pattern: str, search: bool = False) -> CharFSM:
     """Compile `pattern` to a CharFSM. With `search`, unanchored ends match any text and the classes read as
     ECMA-262's (JSON Schema semantics). Counted repetitions are unrolled (see regex_counter.py for the one
-    compile_regex keeps as a counter)."""
+    compile_regex keeps as a counter). Made once per compile (budget.memo); the automata built from it are
+    cached by the compilers, under their budget."""
+    return memo(("regex", pattern, search), lambda: _regex_to_char_fsm(pattern, search))
+
+
+def _regex_to_char_fsm(pattern: str, search: bool) -> CharFSM:
     check_regex(pattern)
-    budget = current()
     body, start, end = _strip_anchors(pattern)
     try:
         tree = parse(body)               # the one parse: every check below and the builder read this tree
     except re.error as e:                # an anchor stripped off a pattern that needed it, say
         raise GrammarError(f"invalid regex {pattern!r}: {e}") from None
-    check_unrolled_size(pattern, MAX_REGEX_STATES, tree)
     if _has_bare(body, "^$"):
         raise RegexUnsupported(f"regex {pattern!r}: anchors are only supported at the very start and end")
     if search and (start or end) and _top_level_alternation(body):
         raise RegexUnsupported(f"regex {pattern!r}: anchors with top-level '|' are ambiguous; group the "
                                "alternatives, e.g. ^(a|b)$")
     if not search:
-        words = literal_alternatives(body, tree=tree)
-        if words is not None:            # keywords, enums: a trie, linear in their length
-            return literal_trie({w: True for w in words})
-    written = positions(body, tree)
+        return tree_to_char_fsm(tree, pattern)
+    check_unrolled_size(pattern, MAX_REGEX_STATES, tree)
+    _check_positions(tree, pattern)
+    return build_char_fsm(pattern, tree, "ecma", not start, not end, MAX_REGEX_STATES)
+
+
+def tree_to_char_fsm(tree, name: str) -> CharFSM:
+    """The CharFSM of a parsed regex (re._parser's form: a pattern's parse, or a tree built in code, rx.py),
+    read as Python reads it, matching whole texts. `name` names it in errors."""
+    check_unrolled_size(name, MAX_REGEX_STATES, tree)
+    words = literal_alternatives(name, tree=tree)
+    if words is not None:                # keywords, enums: a trie, linear in their length
+        return literal_trie({w: True for w in words})
+    _check_positions(tree, name)
+    return build_char_fsm(name, tree, "python", False, False, MAX_REGEX_STATES)
+
+
+def _check_positions(tree, name: str) -> None:
+    budget = current()
+    written = positions(name, tree)
     if budget is not None and written > budget.regex_positions:
-        raise CompileBudgetExceeded(f"regex {pattern[:80]!r}: {written:,} positions, past the compile budget of "
+        raise CompileBudgetExceeded(f"regex {name[:80]!r}: {written:,} positions, past the compile budget of "
                                     f"{budget.regex_positions:,}; split it or use fewer alternatives")
-    return build_char_fsm(pattern, tree, "ecma" if search else "python", search and not start,
-                          search and not end, MAX_REGEX_STATES)

@@ -73,10 +73,6 @@ class CfgIR:
 def regex_terminal(name: str, pattern: str, source: str | None = None) -> Terminal:
     """A terminal matching Python regex `pattern` (whole match). Raises GrammarError naming the terminal if the
     regex uses what an automaton cannot express, or matches the empty string."""
-    what = _unsupported(pattern)
-    if what:
-        raise GrammarError(f"terminal {name} (/{pattern}/) uses {what}, which a finite automaton cannot express; "
-                           "rewrite it without")
     try:
         dfa = lower_char_fsm(regex_to_char_fsm(pattern), False)
     except (GrammarError, OverflowError) as e:
@@ -102,31 +98,6 @@ def without_empty(dfa: ByteDFA) -> ByteDFA:
     rows.append(list(rows[dfa.start]))
     acc = dfa.accepting.tolist() + [False]
     return trimmed_dfa(rows, len(rows) - 1, acc, {}, [False] * len(rows))
-
-
-def _unsupported(pattern: str) -> str:
-    """'a lookaround' / 'a backreference' / 'an anchor' if the regex has one, else ''."""
-    try:
-        import re._parser as sre_parse          # Python >= 3.11
-    except ImportError:                         # pragma: no cover
-        import sre_parse
-    try:
-        parsed = sre_parse.parse(pattern)
-    except Exception:
-        return ""                               # the regex compiler reports the syntax error
-    names = {"ASSERT": "a lookaround", "ASSERT_NOT": "a lookaround", "GROUPREF": "a backreference",
-             "GROUPREF_EXISTS": "a conditional group", "AT": "an anchor"}
-    todo = [parsed]
-    while todo:
-        for op, arg in todo.pop():
-            if str(op) in names:
-                return names[str(op)]
-            for a in arg if isinstance(arg, (tuple, list)) else (arg,):
-                if isinstance(a, sre_parse.SubPattern):
-                    todo.append(a)
-                elif isinstance(a, (tuple, list)):
-                    todo.extend(x for x in a if isinstance(x, sre_parse.SubPattern))
-    return ""
 
 
 def _quote(text: str) -> str:

@@ -2,18 +2,21 @@
 
 GBNF has no lexer: every string and class is matched character by character. Lexemes are what keeps token
 masks fast, so the regular parts become lexemes: a rule that reaches no recursion is regular and is inlined as
-a regex, and within a sequence each run of regular items becomes one terminal. GBNF skips nothing between
+a regex tree (automata/rx.py), and within a sequence each run of regular items becomes one terminal. GBNF skips nothing between
 lexemes, so where the lexeme boundaries fall does not change the language. A regular part that matches the
 empty string becomes an optional terminal (lexemes are never empty)."""
 from __future__ import annotations
 
+from ..automata import rx
 from ..automata.dfa_lowering import lower_char_fsm
-from ..automata.regex import regex_to_char_fsm
 from ..errors import GrammarError
 from .cfg_ir import Alt as IrAlt
 from .cfg_ir import CfgIR, Sym, Terminal, without_empty
 from .gbnf_reader import Alt, AnyChar, Cls, Expr, Lit, Ref, Rep, Seq, read_gbnf
 from .normalize import _sccs
+
+
+_ANY = rx.Cls(((0, 0x10FFFF),))     # any one character, a newline too
 
 
 def gbnf_to_ir(text: str) -> CfgIR:
@@ -34,7 +37,7 @@ class _Lowering:
         self.regular = _regular_rules(list(exprs), refs)
         self.rules: dict[str, list[IrAlt]] = {}
         self.terminals: dict[str, Terminal] = {}
-        self._by_regex: dict[str, tuple[Sym, ...]] = {}
+        self._by_tree: dict[rx.Rx, tuple[Sym, ...]] = {}
 
     def build(self) -> CfgIR:
         # every non-regular rule (regular ones are inlined where used), and root; normalize drops what
@@ -90,56 +93,54 @@ class _Lowering:
     def lexeme(self, expr: Expr, rule: str) -> tuple[Sym, ...]:
         """Symbols for a regular expression: () if it matches only the empty string, a terminal, or an
         optional terminal (a helper rule) if it also matches the empty string."""
-        pattern = self.regex(expr)
-        hit = self._by_regex.get(pattern)
+        tree = self.tree(expr)
+        hit = self._by_tree.get(tree)
         if hit is not None:
             return hit
         name = f"T{len(self.terminals)}"
+        shown = rx.show(tree)
         try:
-            dfa = lower_char_fsm(regex_to_char_fsm(pattern), False)
+            dfa = lower_char_fsm(rx.to_char_fsm(tree, shown), False)
         except (GrammarError, OverflowError) as e:
             raise GrammarError(f"rule {rule!r}: {e}") from None
         out: tuple[Sym, ...] = (Sym(name, True),)
         if dfa.accepting[dfa.start]:
             dfa = without_empty(dfa)
             if dfa.is_empty():
-                self._by_regex[pattern] = ()
+                self._by_tree[tree] = ()
                 return ()
             opt = self.fresh(f"{rule}_opt")
             self.rules[opt] = [(Sym(name, True),), ()]
             out = (Sym(opt, False),)
         elif dfa.is_empty():
-            raise GrammarError(f"rule {rule!r}: /{pattern}/ matches nothing")
-        term = Terminal(name, dfa, f"/{pattern}/")
+            raise GrammarError(f"rule {rule!r}: /{shown}/ matches nothing")
+        term = Terminal(name, dfa, f"/{shown}/")
         self.terminals[name] = term
-        self._by_regex[pattern] = out
+        self._by_tree[tree] = out
         return out
 
     def is_regular(self, e: Expr) -> bool:
         return all(r in self.regular for r in _refs(e))
 
-    def regex(self, e: Expr) -> str:
+    def tree(self, e: Expr) -> rx.Rx:
+        """The regex tree of a regular expression (its references inlined)."""
         if isinstance(e, Lit):
-            return "".join(_char(ord(c)) for c in e.text)
+            return rx.Lit(e.text)
         if isinstance(e, Cls):
-            body = "".join(_char(a) if a == b else f"{_char(a)}-{_char(b)}" for a, b in e.ranges)
-            if not body:
+            if not e.ranges:
                 if not e.negated:
                     raise GrammarError("the character class [] matches nothing")
-                return "(?s:.)"
-            return f"[{'^' if e.negated else ''}{body}]"
+                return _ANY
+            return rx.Cls(tuple(e.ranges), e.negated)
         if isinstance(e, AnyChar):
-            return "(?s:.)"
+            return _ANY
         if isinstance(e, Ref):
-            return f"(?:{self.regex(self.exprs[e.name])})"
+            return self.tree(self.exprs[e.name])
         if isinstance(e, Seq):
-            return "".join(f"(?:{self.regex(i)})" for i in e.items)
+            return rx.seq(*map(self.tree, e.items))
         if isinstance(e, Alt):
-            return "(?:" + "|".join(self.regex(o) for o in e.options) + ")"
-        inner = f"(?:{self.regex(e.item)})"
-        if e.max is None:
-            return inner + ("*" if e.min == 0 else "+" if e.min == 1 else f"{{{e.min},}}")
-        return inner + (f"{{{e.min}}}" if e.min == e.max else f"{{{e.min},{e.max}}}")
+            return rx.alt(*map(self.tree, e.options))
+        return rx.rep(self.tree(e.item), e.min, e.max)
 
     def fresh(self, base: str) -> str:
         k = 1
@@ -176,7 +177,4 @@ def _regular_rules(names: list[str], refs: dict[str, list[str]]) -> set[str]:
     return regular
 
 
-def _char(cp: int) -> str:
-    """A codepoint as a regex atom (inside a class too): ASCII as \\xHH, the rest as itself."""
-    return f"\\x{cp:02x}" if cp < 0x80 else chr(cp)
 

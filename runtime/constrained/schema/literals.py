@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..automata import rx
 from ..automata.key_dfa import words_dfa
 from ..ir.nodes import ArrayNode, LexNode, ObjectNode, UnionNode
 from .json_values import json_equal, json_key
@@ -17,13 +18,13 @@ from .standard import valid
 def lower_null(sc: Lowerer, s: dict, ptr: str) -> int:
     if any(v is None for v in s.get("$exclude", [])):
         return sc.never()
-    return sc.lex_regex("null", '"null"')
+    return sc.lex(rx.Lit("null"), '"null"')
 
 
 def lower_boolean(sc: Lowerer, s: dict, ptr: str) -> int:
     ex = [v for v in s.get("$exclude", []) if isinstance(v, bool)]
     opts = [w for w, v in (("true", True), ("false", False)) if v not in ex]
-    return sc.lex_regex("|".join(opts), " | ".join(f'"{w}"' for w in opts)) if opts else sc.never()
+    return sc.lex(rx.words(opts), " | ".join(f'"{w}"' for w in opts)) if opts else sc.never()
 
 
 def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -62,9 +63,9 @@ def lower_enum(sc: Lowerer, s: dict, ptr: str) -> int:
 def const_node(sc: Lowerer, v: Any) -> int:
     """A node matching exactly the JSON value `v`: an object needs all of its keys and no others."""
     if v is None:
-        return sc.lex_regex("null", '"null"')
+        return sc.lex(rx.Lit("null"), '"null"')
     if isinstance(v, bool):
-        return sc.lex_regex("true" if v else "false", '"true"' if v else '"false"')
+        return sc.lex(rx.Lit("true" if v else "false"), '"true"' if v else '"false"')
     if isinstance(v, (int, float)):
         return literal_numbers(sc, [v])
     if isinstance(v, str):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional, Protocol
 
 from ..automata.byte_dfa import ByteDFA
+from ..automata.rx import Rx
 from ..ir.nodes import Node
 from .document import SchemaDocument
 
@@ -27,8 +28,9 @@ class Lowerer(Protocol):
     def never(self) -> int:
         """A node that matches no value."""
 
-    def lex_regex(self, pattern: str, source: Optional[str] = None) -> int:
-        """A lexeme node matching `pattern` exactly (not a JSON string), printed as `source` (default: /pattern/)."""
+    def lex(self, tree: Rx, source: Optional[str] = None) -> int:
+        """A lexeme node matching regex tree `tree` exactly (not a JSON string), printed as `source` (default:
+        the tree as /regex/)."""
 
     def plain_string(self, min_len: int, max_len: Optional[int]) -> int:
         """A JSON string node of any content, with character-count bounds."""

@@ -15,16 +15,15 @@ from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.digit_range import digits_of, integer_range_fsm, number_range_fsm
 from ..automata.intersect import intersect
+from ..automata import rx
 from ..automata.json_numbers import (INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound,
                                      plain_literal)
 from ..automata.number_spellings import with_exponents
-from ..automata.regex import regex_to_char_fsm
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
 from .lowerer import Lowerer
 
 MAX_MULTIPLE_OF = 10_000     # a step in units of its last decimal place (0.25 -> 25)
-PLAIN_NUMBER = r"-?(0|[1-9][0-9]*)(\.[0-9]+)?"     # a number without exponent
 EXP_PLAIN_STATES = 1000      # the largest plain automaton that also gets its exponent spellings
 MAX_PRODUCT_STATES = 60_000  # a bounded range times multipleOf's remainders (10**1000 with a step of 7: 28k)
 
@@ -44,8 +43,8 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
     if lo is None and hi is None and k == 1 and not nots:
         # the exact matcher takes every exponent spelling of a whole number in number_lexeme's window, as on every
         # number path, and more (integer_with_exponent holds the window's whole values: `15e5`, `1e+30` too), as
-        # a regex, without the spellings' automaton; generation writes plain digits
-        return sc.lex_regex(INTEGER if sc.canonical else f"({INTEGER})|({integer_with_exponent()})", "integer")
+        # a tree, without the spellings' automaton; generation writes plain digits
+        return sc.lex(INTEGER if sc.canonical else rx.alt(INTEGER, integer_with_exponent()), "integer")
     if k > MAX_MULTIPLE_OF or any(n > MAX_MULTIPLE_OF for n in nots):
         raise UnsupportedSchemaError("multipleOf", ptr, f"only steps up to {MAX_MULTIPLE_OF} are supported")
 
@@ -101,7 +100,7 @@ def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
         except OverflowError as e:
             raise UnsupportedSchemaError("multipleOf", ptr, str(e)) from None
     if lo is None and hi is None:
-        return sc.lex_regex(NUMBER, "number")
+        return sc.lex(NUMBER, "number")
     if lo is not None and hi is not None and (hi < lo or (hi == lo and (lo_excl or hi_excl))):
         return sc.never()
     return number_lexeme(sc, ("numrange", lo, lo_excl, hi, hi_excl),
@@ -131,13 +130,9 @@ def number_lexeme(sc: Lowerer, key: tuple, build, text: str) -> int:
 def literal_numbers(sc: Lowerer, values: list) -> int:
     """The lexeme of the JSON numbers equal to one of `values` (ints or floats), in every plain spelling and, in
     the exact matcher, the exponent spellings of number_lexeme's window: the same rule as every number path."""
-    texts = sorted({plain_literal(v) for v in values})
-    return number_lexeme(sc, ("lits", tuple(texts)), lambda: _regex_dfa("|".join(f"({t})" for t in texts)),
+    tree = rx.alt(*sorted({plain_literal(v) for v in values}, key=rx.show))
+    return number_lexeme(sc, ("lits", tree), lambda: lower_char_fsm(rx.to_char_fsm(tree), False),
                          " | ".join(json.dumps(v) for v in values))
-
-
-def _regex_dfa(pattern: str):
-    return lower_char_fsm(regex_to_char_fsm(pattern, False), False)
 
 
 def _range_fsm(lo, lo_excl: bool, hi, hi_excl: bool):
@@ -147,14 +142,14 @@ def _range_fsm(lo, lo_excl: bool, hi, hi_excl: bool):
     whole = [v is None or _is_whole(v) for v in (lo, hi)]
     if all(whole):
         fsm = number_range_fsm(_whole(lo), lo_excl, _whole(hi), hi_excl)
-        return fsm if fsm is not None else regex_to_char_fsm("(?!)", False)
+        return fsm if fsm is not None else rx.to_char_fsm(rx.NEVER)
     sides = []
     if lo is not None:
         sides.append(number_range_fsm(int(lo), lo_excl, None, False) if _is_whole(lo) else
-                     regex_to_char_fsm(number_bound(lo, "gt" if lo_excl else "ge"), False))
+                     rx.to_char_fsm(number_bound(lo, "gt" if lo_excl else "ge")))
     if hi is not None:
         sides.append(number_range_fsm(None, False, int(hi), hi_excl) if _is_whole(hi) else
-                     regex_to_char_fsm(number_bound(hi, "lt" if hi_excl else "le"), False))
+                     rx.to_char_fsm(number_bound(hi, "lt" if hi_excl else "le")))
     return sides[0] if len(sides) == 1 else intersect(sides[0], sides[1])
 
 

@@ -16,6 +16,7 @@ from ..automata.byte_dfa import ByteDFA
 from ..automata.charfsm import ANY_CHAR, CharFSM
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.digit_cap import cap_digit_runs, is_number_dfa
+from ..automata import rx
 from ..automata.json_numbers import NUMBER
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
 from ..budget import checkpoint
@@ -78,10 +79,14 @@ class SchemaCompiler:
                 raise GrammarError(f"{kw} at {ptr}: {e}") from None
         return self.dfa(("re", pattern, json_string, search), build)
 
-    def lex_regex(self, pattern: str, source: Optional[str] = None) -> int:
-        """A lexeme node matching `pattern`, printed as `source` (default: the regex)."""
-        return self.add(LexNode(self.regex_dfa(pattern, False, False, "#", "regex"),
-                                source=source or f"/{pattern}/"))
+    def lex(self, tree: rx.Rx, source: Optional[str] = None) -> int:
+        """A lexeme node matching regex tree `tree`, printed as `source` (default: the tree as /regex/)."""
+        def build():
+            try:
+                return lower_char_fsm(rx.to_char_fsm(tree), False, self.canonical)
+            except OverflowError as e:
+                raise GrammarError(f"{source or rx.show(tree)}: {e}") from None
+        return self.add(LexNode(self.dfa(("rx", tree), build), source=source or f"/{rx.show(tree)}/"))
 
     def never(self) -> int:
         return self.add(NeverNode())
@@ -90,8 +95,8 @@ class SchemaCompiler:
         if self.any_id is None:
             self.any_id = self.add(UnionNode(()))
             s = self.plain_string(0, None)
-            alts = (self.lex_regex("null", '"null"'), self.lex_regex("true|false", '"true" | "false"'),
-                    self.lex_regex(NUMBER, "number"), s,
+            alts = (self.lex(rx.Lit("null"), '"null"'), self.lex(rx.words(("true", "false")), '"true" | "false"'),
+                    self.lex(NUMBER, "number"), s,
                     self.add(ArrayNode((), self.any_id)), self.add(ObjectNode({}, frozenset(), self.any_id)))
             self.nodes[self.any_id] = UnionNode(alts)
         return self.any_id

@@ -9,7 +9,7 @@ from typing import Optional
 from ..automata.charfsm import ANY_CHAR, CharFSM, literal_trie, with_length
 from ..automata.complement import complement_fsm
 from ..automata.dfa_lowering import lower_char_fsm
-from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS
+from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS, format_fsm
 from ..automata.intersect import intersect
 from ..automata.key_dfa import words_dfa
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
@@ -84,7 +84,7 @@ def _content_fsm(s: dict, ptr: str) -> Optional[CharFSM]:
             what = "is not enforced" if f in STANDARD_FORMATS else "is not a format we know"
             raise UnsupportedSchemaError("format", ptr, f"format {f!r} {what} (supported: "
                                          f"{', '.join(sorted(FORMATS))})")
-        ffsm = regex_to_char_fsm(FORMATS[f], False)
+        ffsm = format_fsm(f)
         fsm = ffsm if fsm is None else intersect(fsm, ffsm)
     return fsm
 

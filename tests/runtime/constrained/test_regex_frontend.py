@@ -67,7 +67,7 @@ def test_refusals_name_the_construct(pattern, construct):
 
 
 def test_empty_lookarounds_are_the_empty_set_and_the_empty_string():
-    # (?!) is how number-range regexes spell "no number" (json_numbers.py)
+    # (?!) is how a regex spells "nothing" (rx.NEVER prints so)
     assert not regex_to_char_fsm("(?!)").matches("") and not regex_to_char_fsm("(?!)").matches("a")
     assert regex_to_char_fsm("a(?!)|b").matches("b") and not regex_to_char_fsm("a(?!)|b").matches("a")
     assert regex_to_char_fsm("a(?=)b").matches("ab")

@@ -11,7 +11,9 @@ evaluation (sglite/extract/evaluation.py) with bench/accuracy.py's rules for com
 number rule is eval's default), and few-shot leaks: records whose `guidance` or a `risks` item is copied from the example program's few-shot
 answers (text the report itself does not contain). llama-server gets `response_format: json_schema` with the
 example's pydantic schema; its grammar allows bounded whitespace (llama.cpp's json-schema-to-grammar). The
-sglite Engine is built once per mode with `json_whitespace=<mode>` and otherwise default options.
+sglite Engine is built once per mode with `json_whitespace=<mode>` and otherwise default options; sglite runs the
+example as shipped, its grounded fields (GROUNDED: values taken from the report) on, and with `--plain` also
+without them (the schema alone, as llama.cpp gets it).
 
 Report sets (`--sets`): "bundled", the 20 hand-written reports (examples/data/reports.jsonl, gold
 reports_gold.jsonl); "synthetic", 80 generated ones whose gold values are known by construction
@@ -180,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", type=Path, default=None, metavar="DIR",
                     help="write each system's records as sglite extract output files, for sglite eval")
     ap.add_argument("--sets", default="bundled", help=f"comma list of report sets, of {list(SETS)}")
+    ap.add_argument("--plain", action="store_true",
+                    help="also run each sglite mode without the example's grounded fields (the schema alone)")
     ap.add_argument("--dry", default="default",
                     help="comma list of JSON DRY defaults to run each sglite mode under: default, M, M+nc, M+ll")
     args = ap.parse_args(argv)
@@ -222,11 +226,13 @@ def main(argv: list[str] | None = None) -> int:
                 system = f"sglite {mode}" + ("" if args.dry == "default" else f", DRY {dry.name}")
                 undo = dry.apply(side.engine)
                 try:
-                    for name in sets:
-                        print(f"{system} on {name} ...", file=sys.stderr, flush=True)
-                        jobs[name][system] = job = side.main_job(example, docs[name])
-                        if args.dump:    # as each job ends, so a run cut short keeps what it finished
-                            write_dump(args.dump, name, system, job.records)
+                    for grounded in (True, False) if args.plain else (True,):
+                        label = system + ("" if grounded else ", plain")
+                        for name in sets:
+                            print(f"{label} on {name} ...", file=sys.stderr, flush=True)
+                            jobs[name][label] = job = side.main_job(example, docs[name], grounded)
+                            if args.dump:    # as each job ends, so a run cut short keeps what it finished
+                                write_dump(args.dump, name, label, job.records)
                 finally:
                     undo()
         finally:

@@ -174,12 +174,13 @@ class SgliteSide:
         decode_s = max(m["e2e_latency"] for m in metas) - max(m["ttft"] for m in metas)
         return sum(m["completion_tokens"] - 1 for m in metas) / decode_s
 
-    def main_job(self, example, docs: list[dict]) -> JobResult:
+    def main_job(self, example, docs: list[dict], grounded: bool = True) -> JobResult:
+        """The example's run_job (its grounded fields unless `grounded` is False)."""
         import sglite as sgl
 
         runtime = sgl.Runtime(engine=self.engine)
         self.engine.flush_cache()
-        job = example.run_job(docs, runtime, progress_bar=False)
+        job = example.run_job(docs, runtime, progress_bar=False, grounded=grounded)
         results = job["results"]
         return JobResult(job["elapsed_s"], {r["id"]: r["record"] for r in results}, job["valid"],
                          {r["id"]: r["error"] for r in results if not r["valid"]})

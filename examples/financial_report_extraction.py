@@ -5,7 +5,9 @@
 
 Every program shares the same instructions and few-shot turns; run_batch prefills that prefix once, then the
 engine batches all the extractions together. Each output is constrained by the pydantic schema's JSON Schema,
-so it parses and validates."""
+so it parses and validates, and its grounded fields (GROUNDED) come from the report itself: the company a
+verbatim span of it, the figures numbers it writes (read in millions, billions or 亿; a loss may be written
+without its sign). `--plain` generates every field freely under the schema alone."""
 from __future__ import annotations
 
 import argparse
@@ -18,6 +20,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, constr
 
 import sglite as sgl
+from sglite.protocol import load_json_schema
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,6 +37,25 @@ class FinancialReport(BaseModel):
     revenue_growth_pct: float = Field(description="year-over-year revenue growth in percent")
     guidance: str = Field(max_length=120)
     risks: list[constr(max_length=60)] = Field(min_length=1, max_length=3)
+
+
+# fields taken from the report (sglite/grounding.py): the values the model may write are those the text holds
+_UNITS = {"source": "report", "scales": [1, 1000, 100, 0.01]}   # millions, billions, 亿 (1e8), 万 (1e4)
+GROUNDED = {
+    "company": {"x-sglite-span": "report"},
+    "revenue": {"x-sglite-number": _UNITS},
+    "net_income": {"x-sglite-number": {**_UNITS, "negate": True}},
+    "eps": {"x-sglite-number": "report"},
+    "revenue_growth_pct": {"x-sglite-number": {"source": "report", "negate": True}},
+}
+
+
+def grounded_schema() -> dict:
+    """FinancialReport's JSON Schema with the GROUNDED fields' source keywords."""
+    schema = load_json_schema(FinancialReport)
+    for name, extra in GROUNDED.items():
+        schema["properties"][name] = {**schema["properties"][name], **extra}
+    return schema
 
 
 INSTRUCTIONS = (
@@ -60,13 +82,18 @@ FEW_SHOT = [
 
 
 @sgl.function
-def extract_report(s, report: str):
+def extract_report(s, report: str, grounded: bool = True):
     s += sgl.system(INSTRUCTIONS)
     for text, record in FEW_SHOT:
         s += sgl.user(text)
         s += sgl.assistant(json.dumps(record, ensure_ascii=False))
     s += sgl.user(report)
-    s += sgl.assistant(sgl.gen("record", max_tokens=512, json_schema=FinancialReport, temperature=0))
+    if grounded:
+        record = sgl.gen("record", max_tokens=512, json_schema=grounded_schema(), sources={"report": report},
+                         temperature=0)
+    else:
+        record = sgl.gen("record", max_tokens=512, json_schema=FinancialReport, temperature=0)
+    s += sgl.assistant(record)
 
 
 def load_reports(path: Path, limit: int | None = None) -> list[dict]:
@@ -75,15 +102,16 @@ def load_reports(path: Path, limit: int | None = None) -> list[dict]:
     return docs[:limit] if limit else docs
 
 
-def run_job(docs: list[dict], backend, progress_bar: bool = True) -> dict:
-    """Extract every doc; returns records (parsed or None), errors, validation results and job stats."""
+def run_job(docs: list[dict], backend, progress_bar: bool = True, grounded: bool = True) -> dict:
+    """Extract every doc (grounded fields unless `grounded` is False); returns records (parsed or None),
+    errors, validation results and job stats."""
     import jsonschema
 
     schema = FinancialReport.model_json_schema()
     backend.usage.reset()
     t0 = time.perf_counter()
-    states = extract_report.run_batch([{"report": d["text"]} for d in docs], backend=backend,
-                                      progress_bar=progress_bar)
+    states = extract_report.run_batch([{"report": d["text"], "grounded": grounded} for d in docs],
+                                      backend=backend, progress_bar=progress_bar)
     elapsed = time.perf_counter() - t0
     results = []
     for doc, st in zip(docs, states):
@@ -147,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", default=None, help="model path (default: the bundled SmolLM2)")
     ap.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--plain", action="store_true", help="no grounded fields: the schema alone")
     args = ap.parse_args(argv)
 
     device = args.device
@@ -157,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loading model on {device} ...", file=sys.stderr)
     backend = sgl.Runtime(args.model, device=device)
     try:
-        job = run_job(docs, backend)
+        job = run_job(docs, backend, grounded=not args.plain)
     finally:
         backend.shutdown()
     write_results(job["results"], args.output)

@@ -1,7 +1,9 @@
 """The public language API: `function`, `gen`, `select`, role helpers. Everything here only builds IR."""
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from sglite.protocol import RequestError
 
 from .choices import ChoicesSamplingMethod, token_length_normalized
 from .function import SglFunction
@@ -21,17 +23,26 @@ def function(func: Callable | None = None, *, num_api_spec_tokens: int | None = 
 
 def gen(name: str | None = None, max_tokens: int | None = None, *, dtype: Any = None,
         choices: Sequence[str] | None = None, choices_method: ChoicesSamplingMethod | None = None,
-        **options: Any) -> Gen | Select:
+        sources: Mapping[str, str] | None = None, **options: Any) -> Gen | Select:
     """Generate into variable `name`. Options are SGLang's (stop, temperature, top_p, top_k, min_p,
     frequency_penalty, presence_penalty, regex, json_schema (dict, JSON string or pydantic class), grammar (Lark),
     ebnf (GBNF, or Lark), structural_tag, return_logprob, ...; see sglite.protocol.SamplingParams);
     `lora_path=NAME` runs this gen under a loaded LoRA adapter (default: the run's, else the base model).
     `dtype=int|float|bool|str` constrains the output;
-    `choices=` makes this a select. An unknown option raises TypeError; a bad value raises RequestError when
-    the gen is appended to a running program (merged with the run's options)."""
+    `choices=` makes this a select. `sources={"report": text}` gives the texts that json_schema's grounded
+    fields name (`x-sglite-span`: a verbatim span; `x-sglite-number`: a number the text writes; see
+    sglite/grounding.py); a name it lacks raises RequestError here. An unknown option raises TypeError; a bad
+    value raises RequestError when the gen is appended to a running program (merged with the run's options)."""
     if choices is not None:
         return select(name, choices, temperature=options.get("temperature") or 0.0,
                       choices_method=choices_method or token_length_normalized, lora_path=options.get("lora_path"))
+    if sources is not None:
+        if options.get("json_schema") is None:
+            raise RequestError("sources", "invalid_value", "sources= names texts for json_schema's grounded "
+                               "fields; this gen has no json_schema")
+        from sglite.grounding import resolve_sources
+        from sglite.protocol import load_json_schema
+        options["json_schema"] = resolve_sources(load_json_schema(options["json_schema"]), sources)
     return Gen(name, GenOptions.from_kwargs(max_tokens=max_tokens, dtype=dtype, **options))
 
 

@@ -37,9 +37,13 @@ def test_financial_extraction_outputs_validate(rt, tmp_path):
     docs = [docs[0], docs[2], docs[12], docs[15]]     # English and Chinese, a loss-making company
     job = ex.run_job(docs, rt, progress_bar=False)
     schema = ex.FinancialReport.model_json_schema()
-    for r in job["results"]:
+    from sglite.runtime.constrained.automata.grounding import written_numbers
+    for d, r in zip(docs, job["results"]):
         assert r["valid"], r
         jsonschema.validate(r["record"], schema)
+        # the grounded fields come from the report: a verbatim span, a number it writes
+        assert r["record"]["company"] in d["text"]
+        assert any(r["record"]["eps"] == float(w) for w in written_numbers(d["text"])), (r["record"], d["text"])
     assert job["usage"]["cache_hit_rate"] > 0.5
     ex.write_results(job["results"], tmp_path / "out.jsonl")
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]

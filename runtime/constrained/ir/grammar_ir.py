@@ -55,64 +55,59 @@ class GrammarIR:
     @cached_property
     def nullable(self) -> tuple[bool, ...]:
         """Per node: whether it matches the empty text (a least fixpoint; JSON values never do)."""
-        out = [False] * len(self.nodes)
-        changed = True
-        while changed:
-            changed = False
-            for i, n in enumerate(self.nodes):
-                if out[i]:
-                    continue
-                if isinstance(n, LexNode):
-                    ok = bool(n.dfa.accepting[n.dfa.start]) and n.min_chars == 0
-                elif isinstance(n, UnionNode):
-                    ok = any(out[a] for a in n.alts)
-                elif isinstance(n, SeqNode):
-                    ok = all(out[a] for a in n.items)
-                else:
-                    ok = False
-                if ok:
-                    out[i] = changed = True
-        return tuple(out)
+        return _least_fixpoint(self.nodes, _nullable)
 
     def __str__(self) -> str:
         return format_rules(self)
 
 
-def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
-    sat = [False] * len(nodes)
+def _least_fixpoint(nodes: tuple[Node, ...], holds) -> tuple[bool, ...]:
+    """The least per-node property where `holds(node, known)` says whether a node has it given the nodes
+    known to have it so far (monotone: it only ever turns properties on)."""
+    out = [False] * len(nodes)
     changed = True
     while changed:
         changed = False
         for i, n in enumerate(nodes):
-            if sat[i]:
-                continue
-            if isinstance(n, LexNode):
-                ok = not n.dfa.is_empty() and (n.max_chars is None or n.min_chars <= n.max_chars)
-            elif isinstance(n, ObjectNode):
-                ok = all(r in n.props and sat[n.props[r]] for r in n.required) and \
-                    (n.max_props is None or len(n.required) <= n.max_props) and \
-                    (len(n.required) >= n.min_props or (n.additional is not None and sat[n.additional]) or
-                     any(sat[v] for v in n.pattern_nodes.values()) or
-                     sum(1 for v in n.props.values() if sat[v]) >= n.min_props)
-                if ok and n.additional is None and any(r not in n.props for r in n.required):
-                    ok = False
-            elif isinstance(n, ArrayNode):
-                need = n.min_items
-                ok = n.max_items is None or need <= n.max_items
-                for j in range(min(need, len(n.prefix) + 1)):   # positions past the prefix are all `items`
-                    item = n.item(j)
-                    if item is None or not sat[item]:
-                        ok = False
-                        break
-                if ok and n.counts:
-                    ok = n.completable(sat, 0, 0)
-            elif isinstance(n, UnionNode):
-                ok = any(sat[a] for a in n.alts)
-            elif isinstance(n, SeqNode):
-                ok = all(sat[a] for a in n.items)
-            else:
-                ok = False
-            if ok:
-                sat[i] = True
-                changed = True
-    return tuple(sat)
+            if not out[i] and holds(n, out):
+                out[i] = changed = True
+    return tuple(out)
+
+
+def _nullable(n: Node, null: list[bool]) -> bool:
+    if isinstance(n, LexNode):
+        return bool(n.dfa.accepting[n.dfa.start]) and n.min_chars == 0
+    if isinstance(n, UnionNode):
+        return any(null[a] for a in n.alts)
+    if isinstance(n, SeqNode):
+        return all(null[a] for a in n.items)
+    return False
+
+
+def _satisfiable(nodes: tuple[Node, ...]) -> tuple[bool, ...]:
+    return _least_fixpoint(nodes, _sat)
+
+
+def _sat(n: Node, sat: list[bool]) -> bool:
+    if isinstance(n, LexNode):
+        return not n.dfa.is_empty() and (n.max_chars is None or n.min_chars <= n.max_chars)
+    if isinstance(n, ObjectNode):
+        ok = all(r in n.props and sat[n.props[r]] for r in n.required) and \
+            (n.max_props is None or len(n.required) <= n.max_props) and \
+            (len(n.required) >= n.min_props or (n.additional is not None and sat[n.additional]) or
+             any(sat[v] for v in n.pattern_nodes.values()) or
+             sum(1 for v in n.props.values() if sat[v]) >= n.min_props)
+        return ok and not (n.additional is None and any(r not in n.props for r in n.required))
+    if isinstance(n, ArrayNode):
+        if n.max_items is not None and n.min_items > n.max_items:
+            return False
+        for j in range(min(n.min_items, len(n.prefix) + 1)):   # positions past the prefix are all `items`
+            item = n.item(j)
+            if item is None or not sat[item]:
+                return False
+        return not n.counts or n.completable(sat, 0, 0)
+    if isinstance(n, UnionNode):
+        return any(sat[a] for a in n.alts)
+    if isinstance(n, SeqNode):
+        return all(sat[a] for a in n.items)
+    return False

@@ -11,24 +11,55 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Optional
 
+from ..automata import rx
 from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
+from ..automata.grounding import written_numbers
 from ..automata.digit_range import digits_of, integer_range_fsm, number_range_fsm
 from ..automata.intersect import intersect
-from ..automata import rx
 from ..automata.json_numbers import (INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound,
                                      plain_literal)
 from ..automata.number_spellings import with_exponents
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
+from .keywords import WRITTEN, source_text, written_options
 from .lowerer import Lowerer
+from .standard import valid
 
 MAX_MULTIPLE_OF = 10_000     # a step in units of its last decimal place (0.25 -> 25)
 EXP_PLAIN_STATES = 1000      # the largest plain automaton that also gets its exponent spellings
 MAX_PRODUCT_STATES = 60_000  # a bounded range times multipleOf's remainders (10**1000 with a step of 7: 28k)
 
 
+def lower_written(sc: Lowerer, s: dict, ptr: str, integer: bool) -> int:
+    """A number under `x-sglite-number`: one of the numbers its source text writes, as written, or read with
+    one of its scales (a unit) and, where allowed, negated (the value then written plainly: 1.28 read in
+    thousands is 1280), that satisfies the schema's other keywords (an integer schema: the whole ones)."""
+    text = source_text(s, WRITTEN, ptr)
+    scales, negate = written_options(s, ptr)
+    rest = {k: v for k, v in s.items() if k != WRITTEN}
+    ok: dict[str, None] = {}
+    for w in written_numbers(text):
+        for k in scales:
+            for sign in ((1, -1) if negate else (1,)):
+                v = Decimal(w) * Decimal(repr(k) if isinstance(k, float) else k) * sign
+                spelled = w if (k == 1 and sign == 1) else _plain(v)
+                if (not integer or v == v.to_integral_value()) and valid(sc.doc, rest, json.loads(spelled), ptr):
+                    ok[spelled] = None
+    if not ok:
+        raise GrammarError(f"{WRITTEN} at {ptr}: the source text writes no number the schema allows")
+    return sc.lex(rx.words(list(ok)), " | ".join(ok))
+
+
+def _plain(v: Decimal) -> str:
+    """`v` as a JSON number without exponent or needless zeros (1280, -3.1, 0.35)."""
+    out = format(v.normalize(), "f")
+    return "0" if out in ("-0", "") else out
+
+
 def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
+    if WRITTEN in s:
+        return lower_written(sc, s, ptr, True)
     if "$notMultipleOf" in s and any(_whole_step(v, ptr) == 1 for v in s["$notMultipleOf"]):
         return sc.never()          # not an integer (`not {type: integer}`)
     lo, lo_excl, hi, hi_excl = _bounds(s, ptr)
@@ -71,6 +102,8 @@ def lower_integer(sc: Lowerer, s: dict, ptr: str) -> int:
 
 
 def lower_number(sc: Lowerer, s: dict, ptr: str) -> int:
+    if WRITTEN in s:
+        return lower_written(sc, s, ptr, False)
     step = _multiple(s, ptr)
     if step is not None and step.denominator == 1:   # a whole multipleOf makes every valid number an integer
         return lower_integer(sc, s, ptr)

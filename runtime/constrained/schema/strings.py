@@ -10,12 +10,13 @@ from ..automata.charfsm import ANY_CHAR, CharFSM, literal_trie, with_length
 from ..automata.complement import complement_fsm
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS, format_fsm
+from ..automata.grounding import substring_fsm
 from ..automata.intersect import intersect
 from ..automata.key_dfa import words_dfa
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
-from .keywords import STANDARD_FORMATS
+from .keywords import SPAN, STANDARD_FORMATS, source_text
 from .lowerer import Lowerer
 
 MAX_LENGTH_STATES = 4000     # pattern x character-counter product states before length bounds are refused
@@ -31,8 +32,10 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
         cap = FORMAT_MAX_LENGTH[s["format"]]
         max_len = min(max_len, cap) if max_len is not None else cap
     excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
+    span = source_text(s, SPAN, ptr)
     text = " ".join(["string"] + [f"/{p}/" for p in patterns] + [f"not /{p}/" for p in s.get("$notPattern", [])] +
                     ([f"format={s['format']}"] if "format" in s and s["format"] in FORMATS else []) +
+                    ([f"span of {len(span)} chars"] if span is not None else []) +
                     ([f"not {', '.join(map(json.dumps, excluded))}"] if excluded else []))
     if excluded:
         if fsm is None:
@@ -44,7 +47,7 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     if min_len == 0 and max_len is not None:
         # exact without a product automaton: with no lower bound, a state is live iff its shortest
         # completion fits in what maxLength leaves (LexNode counts characters, char_dist checks the rest)
-        key = ("strfsm", tuple(patterns), tuple(s.get("$notPattern", ())), s.get("format"), excluded)
+        key = ("strfsm", tuple(patterns), tuple(s.get("$notPattern", ())), s.get("format"), excluded, span)
         d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
         return sc.add(LexNode(d, 0, max_len, source=text))
     if min_len or max_len is not None:
@@ -53,7 +56,7 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
         except OverflowError:
             raise UnsupportedSchemaError("maxLength" if max_len is not None else "minLength", ptr,
                                          "length bounds together with a pattern/format are too large") from None
-    key = ("strfsm", tuple(patterns), tuple(s.get("$notPattern", ())), s.get("format"), excluded, min_len,
+    key = ("strfsm", tuple(patterns), tuple(s.get("$notPattern", ())), s.get("format"), excluded, span, min_len,
            max_len)
     try:
         d = sc.dfa(key, lambda: lower_char_fsm(fsm, True, sc.canonical))
@@ -86,6 +89,14 @@ def _content_fsm(s: dict, ptr: str) -> Optional[CharFSM]:
                                          f"{', '.join(sorted(FORMATS))})")
         ffsm = format_fsm(f)
         fsm = ffsm if fsm is None else intersect(fsm, ffsm)
+    span = source_text(s, SPAN, ptr)
+    if span is not None:
+        # a verbatim span of the source: its substrings (a suffix automaton), under every other constraint
+        try:
+            sfsm = substring_fsm(span)
+        except ValueError as e:
+            raise GrammarError(f"{SPAN} at {ptr}: {e}") from None
+        fsm = sfsm if fsm is None else intersect(fsm, sfsm)
     return fsm
 
 

@@ -1,0 +1,56 @@
+"""Grounded fields: a JSON Schema names the source text a value must come from, and the program gives the text.
+
+    company: str = Field(json_schema_extra={"x-sglite-span": "report"})      # a verbatim span of the report
+    eps: float = Field(json_schema_extra={"x-sglite-number": "report"})     # a number the report writes
+    revenue: float = Field(json_schema_extra={"x-sglite-number": {"source": "report", "scales": [1, 1000]}})
+                                                  # as written, or a written one read in thousands (billions)
+    sgl.gen("record", json_schema=FinancialReport, sources={"report": text})
+
+`resolve_sources` replaces each name by {"text": <the source>} before the schema leaves the program, so the
+compiled grammar (cached per schema text) is cached per document, and a server or the engine needs nothing
+but the schema. The runtime builds the constraint (runtime/constrained/automata/grounding.py)."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from .protocol import RequestError
+
+GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number")
+
+
+def resolve_sources(schema: Any, sources: Mapping[str, str]) -> Any:
+    """`schema` (a dict, as loaded) with every grounding keyword's source name replaced by {"text": ...}.
+    Raises RequestError("sources") naming the keyword's JSON pointer for a name `sources` lacks or an empty
+    text, and for a `sources` that is not a mapping of names to str."""
+    if not isinstance(sources, Mapping) or not all(isinstance(k, str) and isinstance(v, str)
+                                                   for k, v in sources.items()):
+        raise RequestError("sources", "invalid_type", f"sources must map names to texts, got {sources!r:.80}")
+    used: set[str] = set()
+    out = _resolve(schema, sources, "#", used)
+    if not used:
+        raise RequestError("sources", "invalid_value", "sources given, but the schema has no x-sglite-span or "
+                           "x-sglite-number field naming one of them")
+    return out
+
+
+def _resolve(node: Any, sources: Mapping[str, str], ptr: str, used: set) -> Any:
+    if isinstance(node, list):
+        return [_resolve(x, sources, f"{ptr}/{i}", used) for i, x in enumerate(node)]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        where = f"{ptr}/{k.replace('~', '~0').replace('/', '~1')}"
+        if k in GROUNDING_KEYWORDS and (isinstance(v, str) or (isinstance(v, dict) and "source" in v)):
+            name = v if isinstance(v, str) else v["source"]
+            if name not in sources:
+                raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}, which "
+                                   f"sources does not give (it gives {sorted(sources)})")
+            if not sources[name].strip():
+                raise RequestError("sources", "invalid_value", f"{k} at {ptr}: source {name!r} is empty")
+            used.add(name)
+            out[k] = {"text": sources[name], **({x: y for x, y in v.items() if x != "source"}
+                                                if isinstance(v, dict) else {})}
+        else:
+            out[k] = _resolve(v, sources, where, used)
+    return out

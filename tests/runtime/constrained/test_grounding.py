@@ -1,0 +1,92 @@
+"""Copy constraints (automata/grounding.py, the schema's x-sglite-span / x-sglite-number): a grounded string is
+exactly a verbatim span of its source text, under every other keyword; a grounded number is one the text
+writes (or reads with a scale, negated where allowed); bad sources are refused by name before any work."""
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from sglite.runtime.constrained import GrammarError, UnsupportedSchemaError
+from sglite.runtime.constrained.automata.grounding import substring_fsm, written_numbers
+
+from .conftest import accepts, feed
+
+DOC = 'Northwind Robotics Inc. said "Q3" revenue rose 18% to $412.6 million;\n白鹭物流 净利润2.10亿元, a loss of 3.1.'
+
+
+def span(schema: dict, text: str = DOC) -> dict:
+    return {"type": "string", **schema, "x-sglite-span": {"text": text}}
+
+
+def test_substring_automaton_is_exactly_the_substrings():
+    rng = random.Random(0)
+    for text in ["abracadabra", "aaaa", "ab\"c\n白鹭白", DOC]:
+        fsm = substring_fsm(text)
+        subs = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
+        for s in subs:
+            assert fsm.matches(s), (text, s)
+        assert not fsm.matches("")
+        alphabet = sorted(set(text)) + ["z"]
+        for _ in range(500):
+            s = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 6)))
+            assert fsm.matches(s) == (s in subs), (text, s)
+        assert fsm.num_states <= 2 * len(text)
+
+
+def test_a_span_field_takes_verbatim_spans_only(tokenizer, compiler):
+    g = compiler.compile_json_schema(span({"maxLength": 30}), whitespace="compact")
+    for good in ["Northwind Robotics Inc.", 'said "Q3"', "412.6 million;\n白鹭", "鹭物流", "a"]:
+        assert accepts(tokenizer, g, good), good
+    for bad in ["Northwind Robotics Ltd.", "northwind", "Robotics  Inc.", "", "Northwind Robotics Inc. said \"Q3\" re"]:
+        assert not accepts(tokenizer, g, bad), bad          # not a span, empty, or past maxLength (31 chars)
+
+
+def test_span_composes_with_pattern_and_the_exact_matcher(tokenizer, compiler):
+    g = compiler.compile_json_schema(span({"pattern": "^[A-Z][a-z]+"}))       # "any": every JSON spelling
+    assert accepts(tokenizer, g, "Northwind Rob") and not accepts(tokenizer, g, "orthwind")
+    assert feed(tokenizer, g, '"Northwind\\u0020Robotics"')                 # an escaped space is the same text
+    assert not feed(tokenizer, g, '"Northwind\\u0021"')
+
+
+def test_written_numbers_as_written():
+    assert written_numbers("EUR 1,284.5 m; FY2024 Q3: 0.84, -3 and 05 and 2.10亿") == \
+        ["1284.5", "0.84", "-3", "5", "2.10"]
+
+
+def test_a_grounded_number_is_one_the_text_writes(tokenizer, compiler):
+    src = {"text": DOC}
+    g = compiler.compile_json_schema({"type": "number", "x-sglite-number": src})
+    for v in ["18", "412.6", "2.10", "3.1"]:
+        assert feed(tokenizer, g, v), v
+    for v in ["412.60", "412", "-3.1", "210", "19"]:
+        assert not feed(tokenizer, g, v), v
+    g = compiler.compile_json_schema({"type": "number", "minimum": 0,
+                                      "x-sglite-number": {**src, "scales": [1, 100], "negate": True}})
+    for v in ["210", "412.6", "41260", "1800"]:
+        assert feed(tokenizer, g, v), v
+    assert not feed(tokenizer, g, "-3.1") and not feed(tokenizer, g, "3100")    # minimum holds; no such scale
+    g = compiler.compile_json_schema({"type": "integer", "x-sglite-number": src})
+    assert feed(tokenizer, g, "18") and not feed(tokenizer, g, "412.6")
+
+
+@pytest.mark.parametrize("schema,match", [
+    ({"type": "string", "x-sglite-span": "report"}, "names the source 'report', which was not given"),
+    ({"type": "string", "x-sglite-span": {"text": "  "}}, "source text is empty"),
+    ({"type": "string", "x-sglite-span": {"txt": "a"}}, "must be a source name or"),
+    ({"type": "integer", "x-sglite-span": {"text": "a"}}, "only on a schema of type string"),
+    ({"type": "number", "x-sglite-number": {"text": "no figures here"}}, "writes no number the schema allows"),
+    ({"type": "number", "x-sglite-number": {"text": "1.5", "scales": [0]}}, "scales must be"),
+])
+def test_bad_sources_are_refused_by_name(compiler, schema, match):
+    with pytest.raises((GrammarError, UnsupportedSchemaError), match=match) as e:
+        compiler.compile_json_schema({"type": "object", "properties": {"company": schema}})
+    assert "#/properties/company" in str(e.value)
+
+
+def test_grammars_are_cached_per_source(compiler):
+    a = compiler.compile_json_schema(span({}, "alpha beta"))
+    assert compiler.compile_json_schema(span({}, "alpha beta")) is a
+    b = compiler.compile_json_schema(span({}, "gamma"))
+    assert b is not a and json.dumps(b.spec).count("gamma")

@@ -39,14 +39,15 @@ class FinancialReport(BaseModel):
     risks: list[constr(max_length=60)] = Field(min_length=1, max_length=3)
 
 
-# fields taken from the report (sglite/grounding.py): the values the model may write are those the text holds
-_UNITS = {"source": "report", "scales": [1, 1000, 100, 0.01]}   # millions, billions, 亿 (1e8), 万 (1e4)
+# fields taken from the report, the source named "document" (sglite/grounding.py; `sglite extract` gives each
+# input document under that name): the values the model may write are those the text holds
+_UNITS = {"source": "document", "scales": [1, 1000, 100, 0.01]}   # millions, billions, 亿 (1e8), 万 (1e4)
 GROUNDED = {
-    "company": {"x-sglite-span": "report"},
+    "company": {"x-sglite-span": "document"},
     "revenue": {"x-sglite-number": _UNITS},
     "net_income": {"x-sglite-number": {**_UNITS, "negate": True}},
-    "eps": {"x-sglite-number": "report"},
-    "revenue_growth_pct": {"x-sglite-number": {"source": "report", "negate": True}},
+    "eps": {"x-sglite-number": "document"},
+    "revenue_growth_pct": {"x-sglite-number": {"source": "document", "negate": True}},
 }
 
 
@@ -89,7 +90,7 @@ def extract_report(s, report: str, grounded: bool = True):
         s += sgl.assistant(json.dumps(record, ensure_ascii=False))
     s += sgl.user(report)
     if grounded:
-        record = sgl.gen("record", max_tokens=512, json_schema=grounded_schema(), sources={"report": report},
+        record = sgl.gen("record", max_tokens=512, json_schema=grounded_schema(), sources={"document": report},
                          temperature=0)
     else:
         record = sgl.gen("record", max_tokens=512, json_schema=FinancialReport, temperature=0)

@@ -11,11 +11,26 @@ compiled grammar (cached per schema text) is cached per document, and a server o
 but the schema. The runtime builds the constraint (runtime/constrained/automata/grounding.py)."""
 from __future__ import annotations
 
+import json
 from typing import Any, Mapping
 
 from .protocol import RequestError
 
 GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number")
+
+
+def uses_sources(schema: Any) -> bool:
+    """Whether `schema` (a dict or JSON text) has a grounding keyword naming a source."""
+    if isinstance(schema, str):
+        if not any(k in schema for k in GROUNDING_KEYWORDS):
+            return False
+        schema = json.loads(schema)
+    if isinstance(schema, list):
+        return any(map(uses_sources, schema))
+    if not isinstance(schema, dict):
+        return False
+    return any((k in GROUNDING_KEYWORDS and (isinstance(v, str) or (isinstance(v, dict) and "source" in v)))
+               or uses_sources(v) for k, v in schema.items())
 
 
 def resolve_sources(schema: Any, sources: Mapping[str, str]) -> Any:

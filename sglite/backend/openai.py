@@ -17,6 +17,7 @@ from typing import Any, Iterator
 
 import httpx
 
+from ..grounding import GROUNDING_KEYWORDS
 from ..lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from ..lang.sampling import GenParams
 from ..protocol import CONSTRAINT_KINDS, OPENAI_NAMES
@@ -92,6 +93,10 @@ class OpenAI(Backend):
         """The body field carrying constraint `kind` (its text, as SamplingParams holds it) on this server."""
         fields = CONSTRAINT_FIELDS[self.server]
         field = fields.get(kind)
+        if kind == "json_schema" and self.server != "sglite" and any(k in value for k in GROUNDING_KEYWORDS):
+            raise ValueError(f"the {self.server!r} server flavour does not enforce grounded fields (x-sglite-span, "
+                             "x-sglite-number): it would ignore them; use the sglite runtime or an sglite server "
+                             "(server='sglite'), or drop sources=")
         if field is None:
             able = sorted(f for f, kinds in CONSTRAINT_FIELDS.items() if kind in kinds)
             raise ValueError(f"the {self.server!r} server flavour has no {kind}-constrained decoding (it takes "

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, NamedTuple
 
 from .. import lang as sgl
+from ..grounding import uses_sources
 from ..protocol import ABORT_GRAMMAR, RequestError
 from .inputs import Document
 
@@ -37,7 +38,9 @@ def extract_program(s, document: str, instructions: str, schema: str, max_tokens
 
     def answer(name: str) -> None:
         nonlocal s
-        gen = sgl.gen(name, max_tokens=max_tokens, json_schema=schema)
+        # grounded fields (sglite/grounding.py) name the input document "document"
+        sources = {"document": document} if uses_sources(schema) else None
+        gen = sgl.gen(name, max_tokens=max_tokens, json_schema=schema, sources=sources)
         s += gen if plain else sgl.assistant(gen)
 
     if "{text}" in instructions:

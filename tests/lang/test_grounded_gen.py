@@ -58,3 +58,14 @@ def test_sources_need_a_schema_that_uses_them():
         sgl.gen("r", sources={"report": REPORT})
     with pytest.raises(RequestError, match="no x-sglite-span or x-sglite-number"):
         sgl.gen("r", json_schema={"type": "string"}, sources={"report": REPORT})
+
+
+def test_servers_that_would_ignore_grounding_refuse_it():
+    from sglite.backend.openai import OpenAI
+    text = json.dumps(resolve_sources(SCHEMA, {"report": REPORT}))
+    for server in ("openai", "vllm", "sglang"):
+        backend = OpenAI("m", base_url="http://127.0.0.1:9/v1", server=server)
+        with pytest.raises(ValueError, match="does not enforce grounded fields"):
+            backend._constraint("json_schema", text)
+    sent = OpenAI("m", base_url="http://127.0.0.1:9/v1", server="sglite")._constraint("json_schema", text)
+    assert json.loads(sent["json_schema"])["properties"]["company"]["x-sglite-span"] == {"text": REPORT}

@@ -2,9 +2,9 @@
 
 GBNF has no lexer: every string and class is matched character by character. Lexemes are what keeps token
 masks fast, so the regular parts become lexemes: a rule that reaches no recursion is regular and is inlined as
-a regex tree (automata/rx.py), and within a sequence each run of regular items becomes one terminal. GBNF skips nothing between
-lexemes, so where the lexeme boundaries fall does not change the language. A regular part that matches the
-empty string becomes an optional terminal (lexemes are never empty)."""
+a regex tree (automata/rx.py), and within a sequence each run of regular items becomes one terminal. GBNF skips
+nothing between lexemes, so where the lexeme boundaries fall does not change the language. A regular part that
+matches the empty string becomes an optional terminal (lexemes are never empty)."""
 from __future__ import annotations
 
 from ..automata import rx

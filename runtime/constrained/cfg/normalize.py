@@ -1,6 +1,6 @@
 """Rewrite a CfgIR, keeping its language, into the form the top-down parser (parser/parser.py, after
-lowering.py) runs: every rule defined and productive, no empty alternatives (the empty string survives only as `$start`'s empty alternative),
-no cycles of unit rules, no left recursion (left-recursive rules become `A ::= b A_tail`,
+lowering.py) runs: every rule defined and productive, no empty alternatives (the empty string survives only as
+`$start`'s empty alternative), no cycles of unit rules, no left recursion (left-recursive rules become `A ::= b A_tail`,
 `A_tail ::= a A_tail | ""`, Paull's algorithm within each left-recursive group of rules), and alternatives
 left-factored (empty alternatives come back there, as rule ends only). The parser only
 recognises, so rewriting the parse trees is fine; what must hold is the set of strings."""

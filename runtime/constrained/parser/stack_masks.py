@@ -295,20 +295,21 @@ class StackMasks:
         return hit
 
     def _groups(self, gkey: tuple, leaving) -> dict:
-        """`leaving` by accepting state: a -> (local: ((rest, toks), ...) for rests without ',', '}' or ']';
-        other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached per (DFA key,
+        """`leaving` by accepting state: a -> (local: {first byte: ((rest, toks), ...)} for rests without ',',
+        '}' or ']'; other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached per (DFA key,
         state, trie node, part), which name the leaving groups in every grammar: in the index's cache."""
         hit = self._grouped.get(gkey)
         if hit is None:
-            by: dict[int, tuple[list, list]] = {}
+            by: dict[int, tuple[dict, list]] = {}
             for a, rest, toks in leaving:
-                local, other = by.setdefault(a, ([], []))
+                local, other = by.setdefault(a, ({}, []))
                 found = _CLOSERS.search(rest)
                 if found is None:
-                    local.append((rest, toks))
+                    local.setdefault(rest[0], []).append((rest, toks))
                 else:
                     other.append((rest, toks, found.start()))
-            hit = self._grouped.put(gkey, {a: (tuple(lo), tuple(ot)) for a, (lo, ot) in by.items()})
+            hit = self._grouped.put(gkey, {a: ({b: tuple(g) for b, g in lo.items()}, tuple(ot))
+                                           for a, (lo, ot) in by.items()})
         return hit
 
     def _local_top(self, below: Stack) -> Stack | None:
@@ -330,18 +331,22 @@ class StackMasks:
             return (END, _nameless(under), top)
         return (END, _nameless(top) if k is Obj else top)
 
-    def _local_tokens(self, gkey: tuple, a: int, below: Stack, local: tuple) -> tuple:
-        """The (token, dc) of `local` groups whose rest `below` accepts, cached per (gkey, a, _local_top)."""
+    def _local_tokens(self, gkey: tuple, a: int, below: Stack, local: dict) -> tuple:
+        """The (token, dc) of `local` groups (by their rest's first byte) whose rest `below` accepts, cached per
+        (gkey, a, _local_top)."""
         short = self._local_top(below)
         if short is None:
-            return tuple(x for rest, toks in local if self.parser.run((below,), rest) for x in toks)
+            first = self.parser.next_bytes(below)
+            return tuple(x for b in first.intersection(local) for rest, toks in local[b]
+                         if self.parser.run((below,), rest) for x in toks)
         key = (gkey, a, short)
         hit = self._local_toks.get(key)
         if hit is None:
             start = (short,)
             first = self.parser.next_bytes(short)
-            hit = self._local_toks.put(key, tuple(x for rest, toks in local
-                                                  if rest[0] in first and self.parser.run(start, rest) for x in toks))
+            hit = self._local_toks.put(key, tuple(x for b in sorted(first.intersection(local))
+                                                  for rest, toks in local[b]
+                                                  if self.parser.run(start, rest) for x in toks))
         return hit
 
     def _local_ok(self, below: Stack, rest: bytes) -> bool:

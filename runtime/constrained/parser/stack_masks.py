@@ -295,9 +295,9 @@ class StackMasks:
         return hit
 
     def _groups(self, gkey: tuple, leaving) -> dict:
-        """`leaving` by accepting state: a -> (local: {first byte: ((rest, toks), ...)} for rests without ',',
-        '}' or ']'; other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached per (DFA key,
-        state, trie node, part), which name the leaving groups in every grammar: in the index's cache."""
+        """`leaving` by accepting state: a -> (local: ((first byte, ((rest, toks), ...)), ...) for rests without
+        ',', '}' or ']'; other: ((rest, toks, cut), ...), `cut` the index of the first of those bytes). Cached per
+        (DFA key, state, trie node, part), which name the leaving groups in every grammar: in the index's cache."""
         hit = self._grouped.get(gkey)
         if hit is None:
             by: dict[int, tuple[dict, list]] = {}
@@ -308,7 +308,9 @@ class StackMasks:
                     local.setdefault(rest[0], []).append((rest, toks))
                 else:
                     other.append((rest, toks, found.start()))
-            hit = self._grouped.put(gkey, {a: ({b: tuple(g) for b, g in lo.items()}, tuple(ot))
+            # (tuples, not dicts: these live long in the cache, and tuples of untracked items leave the garbage
+            # collector's lists)
+            hit = self._grouped.put(gkey, {a: (tuple((b, tuple(g)) for b, g in lo.items()), tuple(ot))
                                            for a, (lo, ot) in by.items()})
         return hit
 
@@ -331,21 +333,20 @@ class StackMasks:
             return (END, _nameless(under), top)
         return (END, _nameless(top) if k is Obj else top)
 
-    def _local_tokens(self, gkey: tuple, a: int, below: Stack, local: dict) -> tuple:
+    def _local_tokens(self, gkey: tuple, a: int, below: Stack, local: tuple) -> tuple:
         """The (token, dc) of `local` groups (by their rest's first byte) whose rest `below` accepts, cached per
         (gkey, a, _local_top)."""
         short = self._local_top(below)
         if short is None:
             first = self.parser.next_bytes(below)
-            return tuple(x for b in first.intersection(local) for rest, toks in local[b]
+            return tuple(x for b, group in local if b in first for rest, toks in group
                          if self.parser.run((below,), rest) for x in toks)
         key = (gkey, a, short)
         hit = self._local_toks.get(key)
         if hit is None:
             start = (short,)
             first = self.parser.next_bytes(short)
-            hit = self._local_toks.put(key, tuple(x for b in sorted(first.intersection(local))
-                                                  for rest, toks in local[b]
+            hit = self._local_toks.put(key, tuple(x for b, group in local if b in first for rest, toks in group
                                                   if self.parser.run(start, rest) for x in toks))
         return hit
 

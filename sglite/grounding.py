@@ -69,3 +69,27 @@ def _resolve(node: Any, sources: Mapping[str, str], ptr: str, used: set) -> Any:
         else:
             out[k] = _resolve(v, sources, where, used)
     return out
+
+
+def without_sources(schema: Any, allowed: set[str], ptr: str = "#") -> Any:
+    """`schema` with its grounding keywords removed, for checking the rest before any source text exists (a
+    job's preflight). Raises RequestError("sources") naming the pointer of one that names a source outside
+    `allowed` or sits on a schema of the wrong type."""
+    if isinstance(schema, list):
+        return [without_sources(x, allowed, f"{ptr}/{i}") for i, x in enumerate(schema)]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for k, v in schema.items():
+        if k in GROUNDING_KEYWORDS:
+            name = v if isinstance(v, str) else v.get("source") if isinstance(v, dict) else None
+            if name is not None and name not in allowed:
+                raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}; this job "
+                                   f"gives {sorted(allowed)}")
+            want = ("string",) if k == "x-sglite-span" else ("number", "integer")
+            if schema.get("type") not in want:
+                raise RequestError("sources", "invalid_value", f"{k} at {ptr} is only for a schema of type "
+                                   f"{' or '.join(want)}")
+            continue
+        out[k] = without_sources(v, allowed, f"{ptr}/{k.replace('~', '~0').replace('/', '~1')}")
+    return out

@@ -76,8 +76,15 @@ def check_enforceable(schema_text: str, path: Path | str) -> None:
     from ..runtime.constrained import GrammarError, UnsupportedSchemaError
     from ..runtime.constrained.schema.schema_compiler import SchemaCompiler
 
+    from ..grounding import without_sources
+    from ..protocol import RequestError
+
     label = f"--schema {path}" if isinstance(path, Path) else path
-    schema = json.loads(schema_text)
+    try:
+        # grounded fields name the input document (the job gives it to each record's gen as "document")
+        schema = without_sources(json.loads(schema_text), {"document"})
+    except RequestError as e:
+        raise SetupError(f"{label}: {e.message}") from None
     try:
         SchemaCompiler(schema, {}, canonical=True).compile(schema, "#")
     except UnsupportedSchemaError as e:

@@ -69,3 +69,16 @@ def test_servers_that_would_ignore_grounding_refuse_it():
             backend._constraint("json_schema", text)
     sent = OpenAI("m", base_url="http://127.0.0.1:9/v1", server="sglite")._constraint("json_schema", text)
     assert json.loads(sent["json_schema"])["properties"]["company"]["x-sglite-span"] == {"text": REPORT}
+
+
+def test_a_job_checks_its_grounded_schema_before_any_document():
+    from sglite.extract.preflight import check_enforceable
+    from sglite.extract.setup_error import SetupError
+    ok = {"type": "object", "properties": {"c": {"type": "string", "x-sglite-span": "document"}}}
+    check_enforceable(json.dumps(ok), "schema")
+    bad = {"type": "object", "properties": {"c": {"type": "string", "x-sglite-span": "report"}}}
+    with pytest.raises(SetupError, match="x-sglite-span at #/properties/c names the source 'report'"):
+        check_enforceable(json.dumps(bad), "schema")
+    wrong = {"type": "object", "properties": {"c": {"type": "boolean", "x-sglite-number": "document"}}}
+    with pytest.raises(SetupError, match="only for a schema of type number or integer"):
+        check_enforceable(json.dumps(wrong), "schema")

@@ -21,7 +21,8 @@ def substring_fsm(text: str) -> CharFSM:
         raise ValueError("the source text is empty")
     if len(text) > MAX_SOURCE_CHARS:
         raise ValueError(f"the source text has {len(text):,} characters, more than the {MAX_SOURCE_CHARS:,} a "
-                         "span constraint takes")
+                         "span constraint takes; split the document (sglite extract --chunk-tokens 1500) or drop "
+                         "x-sglite-span from this field")
     nxt: list[dict[int, int]] = [{}]
     link, length = [-1], [0]
     last = 0

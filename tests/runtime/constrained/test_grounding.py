@@ -90,3 +90,9 @@ def test_grammars_are_cached_per_source(compiler):
     assert compiler.compile_json_schema(span({}, "alpha beta")) is a
     b = compiler.compile_json_schema(span({}, "gamma"))
     assert b is not a and json.dumps(b.spec).count("gamma")
+
+
+def test_a_source_past_the_limit_is_refused_by_name(compiler):
+    from sglite.runtime.constrained.automata.grounding import MAX_SOURCE_CHARS
+    with pytest.raises(GrammarError, match="more than the 8,000 a span constraint takes; split the document"):
+        compiler.compile_json_schema(span({}, "x" * (MAX_SOURCE_CHARS + 1)))

@@ -19,18 +19,18 @@ from .protocol import RequestError
 GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number")
 
 
+_DROP = object()     # what a `_rewrite` visitor returns to remove the keyword
+
+
 def uses_sources(schema: Any) -> bool:
     """Whether `schema` (a dict or JSON text) has a grounding keyword naming a source."""
     if isinstance(schema, str):
         if not any(k in schema for k in GROUNDING_KEYWORDS):
             return False
         schema = json.loads(schema)
-    if isinstance(schema, list):
-        return any(map(uses_sources, schema))
-    if not isinstance(schema, dict):
-        return False
-    return any((k in GROUNDING_KEYWORDS and (isinstance(v, str) or (isinstance(v, dict) and "source" in v)))
-               or uses_sources(v) for k, v in schema.items())
+    names: list[str] = []
+    _rewrite(schema, "#", lambda node, k, v, name, ptr: names.append(name) if name is not None else None)
+    return bool(names)
 
 
 def resolve_sources(schema: Any, sources: Mapping[str, str]) -> Any:
@@ -41,55 +41,58 @@ def resolve_sources(schema: Any, sources: Mapping[str, str]) -> Any:
                                                    for k, v in sources.items()):
         raise RequestError("sources", "invalid_type", f"sources must map names to texts, got {sources!r:.80}")
     used: set[str] = set()
-    out = _resolve(schema, sources, "#", used)
+
+    def resolve(node: dict, k: str, v: Any, name: str | None, ptr: str) -> Any:
+        if name is None:
+            return v                    # resolved already
+        if name not in sources:
+            raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}, which "
+                               f"sources does not give (it gives {sorted(sources)})")
+        if not sources[name].strip():
+            raise RequestError("sources", "invalid_value", f"{k} at {ptr}: source {name!r} is empty")
+        used.add(name)
+        return {"text": sources[name], **({x: y for x, y in v.items() if x != "source"} if isinstance(v, dict)
+                                          else {})}
+
+    out = _rewrite(schema, "#", resolve)
     if not used:
         raise RequestError("sources", "invalid_value", "sources given, but the schema has no x-sglite-span or "
                            "x-sglite-number field naming one of them")
     return out
 
 
-def _resolve(node: Any, sources: Mapping[str, str], ptr: str, used: set) -> Any:
+def without_sources(schema: Any, allowed: set[str]) -> Any:
+    """`schema` with its grounding keywords removed, for checking the rest before any source text exists (a
+    job's preflight). Raises RequestError("sources") naming the pointer of one that names a source outside
+    `allowed` or sits on a schema of the wrong type."""
+    def drop(node: dict, k: str, v: Any, name: str | None, ptr: str) -> Any:
+        if name is not None and name not in allowed:
+            raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}; this job "
+                               f"gives {sorted(allowed)}")
+        want = ("string",) if k == "x-sglite-span" else ("number", "integer")
+        if node.get("type") not in want:
+            raise RequestError("sources", "invalid_value", f"{k} at {ptr} is only for a schema of type "
+                               f"{' or '.join(want)}")
+        return _DROP
+
+    return _rewrite(schema, "#", drop)
+
+
+def _rewrite(node: Any, ptr: str, visit) -> Any:
+    """`node` (a loaded schema, or part of one at JSON pointer `ptr`) with each grounding keyword's value
+    replaced by `visit(schema object, keyword, value, source name or None, ptr)` (`_DROP`: the keyword
+    removed); everything else copied as it is."""
     if isinstance(node, list):
-        return [_resolve(x, sources, f"{ptr}/{i}", used) for i, x in enumerate(node)]
+        return [_rewrite(x, f"{ptr}/{i}", visit) for i, x in enumerate(node)]
     if not isinstance(node, dict):
         return node
     out = {}
     for k, v in node.items():
-        where = f"{ptr}/{k.replace('~', '~0').replace('/', '~1')}"
-        if k in GROUNDING_KEYWORDS and (isinstance(v, str) or (isinstance(v, dict) and "source" in v)):
-            name = v if isinstance(v, str) else v["source"]
-            if name not in sources:
-                raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}, which "
-                                   f"sources does not give (it gives {sorted(sources)})")
-            if not sources[name].strip():
-                raise RequestError("sources", "invalid_value", f"{k} at {ptr}: source {name!r} is empty")
-            used.add(name)
-            out[k] = {"text": sources[name], **({x: y for x, y in v.items() if x != "source"}
-                                                if isinstance(v, dict) else {})}
-        else:
-            out[k] = _resolve(v, sources, where, used)
-    return out
-
-
-def without_sources(schema: Any, allowed: set[str], ptr: str = "#") -> Any:
-    """`schema` with its grounding keywords removed, for checking the rest before any source text exists (a
-    job's preflight). Raises RequestError("sources") naming the pointer of one that names a source outside
-    `allowed` or sits on a schema of the wrong type."""
-    if isinstance(schema, list):
-        return [without_sources(x, allowed, f"{ptr}/{i}") for i, x in enumerate(schema)]
-    if not isinstance(schema, dict):
-        return schema
-    out = {}
-    for k, v in schema.items():
         if k in GROUNDING_KEYWORDS:
             name = v if isinstance(v, str) else v.get("source") if isinstance(v, dict) else None
-            if name is not None and name not in allowed:
-                raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}; this job "
-                                   f"gives {sorted(allowed)}")
-            want = ("string",) if k == "x-sglite-span" else ("number", "integer")
-            if schema.get("type") not in want:
-                raise RequestError("sources", "invalid_value", f"{k} at {ptr} is only for a schema of type "
-                                   f"{' or '.join(want)}")
-            continue
-        out[k] = without_sources(v, allowed, f"{ptr}/{k.replace('~', '~0').replace('/', '~1')}")
+            v = visit(node, k, v, name, ptr)
+            if v is not _DROP:
+                out[k] = v
+        else:
+            out[k] = _rewrite(v, f"{ptr}/{k.replace('~', '~0').replace('/', '~1')}", visit)
     return out

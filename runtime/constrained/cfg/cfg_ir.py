@@ -58,7 +58,6 @@ class CfgIR:
     terminals: Mapping[str, Terminal | Subgrammar]
     start: str
     ignore: tuple[str, ...] = ()
-    capped = frozenset()        # GrammarMatcher reads the IR's nodes under generation caps: none here
 
     def __str__(self) -> str:
         lines = []

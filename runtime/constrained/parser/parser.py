@@ -250,8 +250,11 @@ class Parser:
         items = self.nodes[nid].items
         if pos == len(items):
             return self.step(below, b)      # (only when the node has no items at all)
-        under = below + (self.seq_frame(nid, pos + 1),) if pos + 1 < len(items) else below
-        return self._start_value(under, items[pos], b, visiting)
+        return self._start_value(self._under_item(below, nid, pos), items[pos], b, visiting)
+
+    def _under_item(self, below: Stack, nid: int, pos: int) -> Stack:
+        """`below` with the Seq frame of the items after item `pos` of SeqNode `nid`, unless it is the last."""
+        return below + (self.seq_frame(nid, pos + 1),) if pos + 1 < len(self.nodes[nid].items) else below
 
     def _enter_run(self, stack: Stack, b: int) -> list[Stack]:
         """`stack` (structural on top) after byte `b` starts a whitespace run."""
@@ -327,7 +330,7 @@ class Parser:
                 hit = self._start_tails(item, b, visiting | {nid})
                 if hit is None:
                     return None
-                under = (self.seq_frame(nid, pos + 1),) if pos + 1 < len(node.items) else ()
+                under = self._under_item((), nid, pos)
                 out.extend(under + t for t in hit[0] if under + t not in out)
                 if not hit[1]:
                     return tuple(out), False
@@ -354,14 +357,20 @@ class Parser:
         out.extend(stack + (self.lex_frame(i, self.nodes[i].dfa.start),) for i in self.ignore)
         if k is End:
             return True
-        items = self.nodes[top.node].items
-        for pos in range(top.pos, len(items)):
-            under = rest + (self.seq_frame(top.node, pos + 1),) if pos + 1 < len(items) else rest
-            if not self._expand_node(under, items[pos], out, frozenset()):
+        if not self._expand_items(rest, top.node, top.pos, out, frozenset()):
+            return False
+        return self._expand_into(rest, out) if self.rest_nullable[top.node][top.pos] else True
+
+    def _expand_items(self, below: Stack, nid: int, pos: int, out: list, visiting: frozenset) -> bool:
+        """`_expand_node` for items `pos`, ... of SeqNode `nid` on `below`, up to the first that cannot be
+        empty (whether they all can is `rest_nullable`)."""
+        items = self.nodes[nid].items
+        for p in range(pos, len(items)):
+            if not self._expand_node(self._under_item(below, nid, p), items[p], out, visiting):
                 return False
-            if not self.nullable[items[pos]]:
-                return True
-        return self._expand_into(rest, out)
+            if not self.nullable[items[p]]:
+                break
+        return True
 
     def _expand_node(self, under: Stack, nid: int, out: list, visiting: frozenset) -> bool:
         """Adds to `out` the stacks starting a lexeme of a value of `nid` on `under` (where the value may be
@@ -378,13 +387,7 @@ class Parser:
         if isinstance(node, UnionNode):
             return all(self._expand_node(under, a, out, visiting | {nid}) for a in node.alts)
         if isinstance(node, SeqNode):
-            for pos, item in enumerate(node.items):
-                u = under + (self.seq_frame(nid, pos + 1),) if pos + 1 < len(node.items) else under
-                if not self._expand_node(u, item, out, visiting | {nid}):
-                    return False
-                if not self.nullable[item]:
-                    break
-            return True
+            return self._expand_items(under, nid, 0, out, visiting | {nid})
         return not isinstance(node, (ObjectNode, ArrayNode))
 
     def _max_items(self, node: ArrayNode):

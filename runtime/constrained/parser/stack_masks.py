@@ -79,8 +79,11 @@ class StackMasks:
 
     def stack_mask_bool(self, stack: Stack) -> np.ndarray:
         """`stack_mask` unpacked to bool [vocab]."""
-        return np.unpackbits(self.stack_mask(stack).view(np.uint8), bitorder="little")[:self.vocab_size] \
-            .astype(bool)
+        return self._unpack(self.stack_mask(stack))
+
+    def _unpack(self, packed: np.ndarray) -> np.ndarray:
+        """A packed int32 [words] mask as bool [vocab]."""
+        return np.unpackbits(packed.view(np.uint8), bitorder="little")[:self.vocab_size].astype(bool)
 
     def _max_need(self, dfa: ByteDFA, s: int) -> int:
         """Largest character count a token can add from DFA state s (plus what must follow), for caching."""
@@ -120,7 +123,7 @@ class StackMasks:
         more: list[np.ndarray] = []
         self._lexeme_tokens_any(stack, node, local, more)
         for e in more:
-            local |= np.unpackbits(e.view(np.uint8), bitorder="little")[:self.vocab_size].astype(bool)
+            local |= self._unpack(e)
         local[taken] = False
         mask |= local
 
@@ -290,7 +293,7 @@ class StackMasks:
             extra: list[np.ndarray] = []
             self._walk_trie(below, mask, extra, root=m)
             for e in extra:
-                mask |= np.unpackbits(e.view(np.uint8), bitorder="little")[:self.vocab_size].astype(bool)
+                mask |= self._unpack(e)
             hit = self._below.put((below, m), mask)
         return hit
 

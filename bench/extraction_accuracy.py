@@ -48,6 +48,7 @@ from accuracy import GOLD_FIELDS, GOLD_FILES, company_matches, load_gold, period
 from vs_llamacpp import (DEFAULT_BIN_DIR, LlamaServer, SgliteSide, chat_messages, find_binaries,  # noqa: E402
                          load_example)
 
+from sglite.extract.confidence import BUCKET_NAMES  # noqa: E402
 from sglite.extract.evaluation import Evaluation, evaluate, paired, same_exact, sign_test_p  # noqa: E402
 from sglite.extract.inputs import id_key  # noqa: E402
 
@@ -127,12 +128,16 @@ def few_shot_leaks(example, docs: list[dict], records: dict[str, dict | None]) -
     return leaks
 
 
-def evaluation(records: dict[str, dict | None], gold: dict[str, dict]) -> Evaluation:
-    """`sglite eval`'s scores of one job over the reports it ran (each must have gold values)."""
+def evaluation(records: dict[str, dict | None], gold: dict[str, dict],
+               confidence: dict[str, dict] | None = None) -> Evaluation:
+    """`sglite eval`'s scores of one job over the reports it ran (each must have gold values); with
+    `confidence` ({report id: {pointer: p}}), also by confidence bucket."""
     missing = sorted(set(records) - set(gold))
     if missing:
         raise KeyError(f"no gold values for report id(s) {missing}")
-    output = {id_key(doc_id): {"id": doc_id, "record": record} for doc_id, record in records.items()}
+    confidence = confidence or {}
+    output = {id_key(doc_id): {"id": doc_id, "record": record, "confidence": confidence.get(doc_id) or {}}
+              for doc_id, record in records.items()}
     return evaluate(output, {id_key(doc_id): gold[doc_id] for doc_id in records}, list(GOLD_FIELDS), RULES)
 
 
@@ -148,6 +153,20 @@ def print_accuracy_table(evals: dict[str, Evaluation]) -> None:
             cells.append(f"{s.right}/{s.scored} ({s.accuracy:.0%})" if s.scored else "–")
         label = f"**{field}**" if field == "total" else field
         print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def print_confidence_table(evals: dict[str, Evaluation]) -> None:
+    """Gold values right by the model's confidence in them, one column per system that reports confidence."""
+    names = [name for name in evals if evals[name].confidence]
+    if not names:
+        return
+    print("\ngold values right by confidence bucket (sglite's field confidence)\n")
+    print("| confidence | " + " | ".join(names) + " |")
+    print("|---|" + "---:|" * len(names))
+    counts = {name: evals[name].by_confidence() for name in names}
+    for b in BUCKET_NAMES:
+        cells = [f"{r}/{n} ({r / n:.0%})" if n else "–" for r, n in (counts[name][b] for name in names)]
+        print(f"| {b} | " + " | ".join(cells) + " |")
 
 
 def write_outputs(folder: Path, set_name: str, system: str, records: dict[str, dict | None]) -> Path:
@@ -240,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for name in sets:
         n = len(docs[name])
-        scores = {system: evaluation(job.records, gold[name]) for system, job in jobs[name].items()}
+        scores = {system: evaluation(job.records, gold[name], job.confidence) for system, job in jobs[name].items()}
         if args.outputs:
             for system, job in jobs[name].items():
                 write_outputs(args.outputs, name, system, job.records)
@@ -254,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nfield accuracy against examples/data/{SETS[name][1]} (sglite eval, with bench/accuracy.py's "
               "company, period and currency rules)\n")
         print_accuracy_table(scores)
+        print_confidence_table(scores)
         for system, job in jobs[name].items():
             for doc_id, why in job.errors.items():
                 print(f"{system} {doc_id} not valid: {why}")

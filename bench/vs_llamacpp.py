@@ -56,6 +56,7 @@ class JobResult(NamedTuple):
     records: dict[str, dict | None]   # report id -> parsed JSON object (None: no output or not JSON)
     valid: int                        # outputs that validate against the schema
     errors: dict[str, str]            # report id -> why it is not valid
+    confidence: dict[str, dict] = {}  # report id -> {JSON pointer: confidence} (sglite only)
 
 
 # --- machine -----------------------------------------------------------------------------------------------------
@@ -183,7 +184,8 @@ class SgliteSide:
         job = example.run_job(docs, runtime, progress_bar=False, grounded=grounded)
         results = job["results"]
         return JobResult(job["elapsed_s"], {r["id"]: r["record"] for r in results}, job["valid"],
-                         {r["id"]: r["error"] for r in results if not r["valid"]})
+                         {r["id"]: r["error"] for r in results if not r["valid"]},
+                         {r["id"]: r["confidence"] for r in results if r.get("confidence")})
 
     def render(self, messages: list[dict]) -> str:
         return self.engine.tokenizer.apply_chat_template(messages)

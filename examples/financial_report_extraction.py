@@ -83,17 +83,19 @@ FEW_SHOT = [
 
 
 @sgl.function
-def extract_report(s, report: str, grounded: bool = True):
+def extract_report(s, report: str, grounded: bool = True, confidence: bool = False):
+    """`confidence`: the record's meta_info carries its constrained logprobs (field confidence)."""
     s += sgl.system(INSTRUCTIONS)
     for text, record in FEW_SHOT:
         s += sgl.user(text)
         s += sgl.assistant(json.dumps(record, ensure_ascii=False))
     s += sgl.user(report)
+    extra = {"return_constrained_logprob": True} if confidence else {}
     if grounded:
         record = sgl.gen("record", max_tokens=512, json_schema=grounded_schema(), sources={"document": report},
-                         temperature=0)
+                         temperature=0, **extra)
     else:
-        record = sgl.gen("record", max_tokens=512, json_schema=FinancialReport, temperature=0)
+        record = sgl.gen("record", max_tokens=512, json_schema=FinancialReport, temperature=0, **extra)
     s += sgl.assistant(record)
 
 
@@ -105,13 +107,17 @@ def load_reports(path: Path, limit: int | None = None) -> list[dict]:
 
 def run_job(docs: list[dict], backend, progress_bar: bool = True, grounded: bool = True) -> dict:
     """Extract every doc (grounded fields unless `grounded` is False); returns records (parsed or None),
-    errors, validation results and job stats."""
+    errors, validation results, field confidence (where the backend gives it) and job stats."""
     import jsonschema
+
+    from sglite.extract.confidence import field_confidence
 
     schema = FinancialReport.model_json_schema()
     backend.usage.reset()
     t0 = time.perf_counter()
-    states = extract_report.run_batch([{"report": d["text"], "grounded": grounded} for d in docs],
+    confidence = getattr(backend, "constrained_logprobs", False)
+    states = extract_report.run_batch([{"report": d["text"], "grounded": grounded, "confidence": confidence}
+                                       for d in docs],
                                       backend=backend, progress_bar=progress_bar)
     elapsed = time.perf_counter() - t0
     results = []
@@ -126,8 +132,10 @@ def run_job(docs: list[dict], backend, progress_bar: bool = True, grounded: bool
                 valid = True
             except (json.JSONDecodeError, jsonschema.ValidationError) as e:
                 why = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        scores = field_confidence(raw, (st.get_meta_info("record") or {}).get(
+            "output_token_constrained_logprobs") or []) if valid and confidence else {}
         results.append({"id": doc["id"], "lang": doc.get("lang"), "record": record, "raw": raw,
-                        "valid": valid, "error": why or None})
+                        "valid": valid, "error": why or None, "confidence": scores})
     usage = backend.usage.as_dict()
     return {"results": results, "elapsed_s": elapsed, "usage": usage,
             "docs_per_s": len(docs) / elapsed if elapsed else 0.0,
@@ -141,6 +149,8 @@ def write_results(results: list[dict], path: Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for r in results:
             line = {"id": r["id"], "record": r["record"] if r["valid"] else None}
+            if r.get("confidence"):
+                line["confidence"] = r["confidence"]
             if not r["valid"]:
                 line.update(error=r["error"], raw=r["raw"])
             f.write(json.dumps(line, ensure_ascii=False) + "\n")

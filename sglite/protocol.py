@@ -341,6 +341,8 @@ class GenerateRequest:
     return_logprob: bool = False
     logprob_start_len: int | None = None    # None: no prompt logprobs; -1 likewise
     top_logprobs_num: int = 0
+    # each output token's log-probability under the distribution it was chosen from (after the grammar's mask)
+    return_constrained_logprob: bool = False
     stream: bool = False
     rid: str = field(default_factory=lambda: uuid.uuid4().hex)
     lora_path: str | None = None            # the LoRA adapter (its name as loaded) to run under; None: the base
@@ -362,6 +364,9 @@ class GenerateRequest:
         if not isinstance(self.return_logprob, bool):
             raise RequestError("return_logprob", "invalid_type",
                                f"return_logprob must be a bool, got {self.return_logprob!r}")
+        if not isinstance(self.return_constrained_logprob, bool):
+            raise RequestError("return_constrained_logprob", "invalid_type",
+                               f"return_constrained_logprob must be a bool, got {self.return_constrained_logprob!r}")
         if not _is_int(self.top_logprobs_num) or self.top_logprobs_num < 0:
             raise RequestError("top_logprobs_num", "invalid_value",
                                f"top_logprobs_num must be an int >= 0, got {self.top_logprobs_num!r}")
@@ -420,6 +425,12 @@ class FinishReason:
 
 # (logprob, token_id, token_text); the logprob of a prompt's first token is None
 TokenLogprob = tuple
+# (logprob, token_id, token_text) of an output token under the distribution it was chosen from: the logits at
+# temperature 1 after penalties, logit_bias and the grammar's mask, renormalised; 0.0 for a token the grammar
+# forced (jump-forward). token_text is what the token adds to the output text (its bytes decoded in sequence, so
+# a character split over tokens belongs to the token that completes it): the texts concatenate to the output
+# text, followed by the text of a stop token that ended it (which the output leaves out).
+ConstrainedLogprob = tuple
 TopLogprobs = list   # of TokenLogprob, best first
 
 
@@ -444,6 +455,7 @@ class StreamChunk:
     new_top_logprobs: tuple[TopLogprobs, ...] = ()
     input_token_logprobs: tuple[TokenLogprob, ...] = ()
     input_top_logprobs: tuple[TopLogprobs, ...] = ()
+    new_token_constrained_logprobs: tuple[ConstrainedLogprob, ...] | None = None   # None: not asked for
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
@@ -480,6 +492,7 @@ class GenerateOutput:
     input_top_logprobs: tuple[TopLogprobs, ...] | None = None
     output_token_logprobs: tuple[TokenLogprob, ...] | None = None
     output_top_logprobs: tuple[TopLogprobs, ...] | None = None
+    output_token_constrained_logprobs: tuple[ConstrainedLogprob, ...] | None = None   # None: not asked for
     e2e_latency: float | None = None
     ttft: float | None = None
 
@@ -499,6 +512,8 @@ class GenerateOutput:
             meta["input_top_logprobs"] = list(self.input_top_logprobs or ())
             meta["output_token_logprobs"] = list(self.output_token_logprobs)
             meta["output_top_logprobs"] = list(self.output_top_logprobs or ())
+        if self.output_token_constrained_logprobs is not None:
+            meta["output_token_constrained_logprobs"] = list(self.output_token_constrained_logprobs)
         return meta
 
     def to_dict(self) -> dict[str, Any]:
@@ -514,6 +529,8 @@ def chunk_meta_info(chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
         meta["input_top_logprobs"] = list(chunk.input_top_logprobs)
         meta["output_token_logprobs"] = list(chunk.new_token_logprobs)
         meta["output_top_logprobs"] = list(chunk.new_top_logprobs)
+    if chunk.new_token_constrained_logprobs is not None:
+        meta["output_token_constrained_logprobs"] = list(chunk.new_token_constrained_logprobs)
     return meta
 
 

@@ -152,6 +152,7 @@ class EngineCore:
             seed = p.seed + i if p.seed is not None else hash((self.config.seed, next(self._counter))) % 2**62
             reqs.append(Req(rid, ids, p, return_logprob=request.return_logprob,
                             logprob_start_len=request.logprob_start_len, top_logprobs_num=request.top_logprobs_num,
+                            return_constrained_logprob=request.return_constrained_logprob,
                             generator=None if p.is_greedy else self._generator(seed),
                             matcher=grammar.matcher() if grammar is not None else None,
                             stop_checker=StopChecker(self.tokenizer, p.stop, p.skip_special_tokens, p.no_stop_trim,

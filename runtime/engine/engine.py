@@ -57,11 +57,12 @@ class Engine:
     # --- SGLang's dict API -----------------------------------------------------------------------------------
     def generate(self, prompt: Any = None, sampling_params: Any = None, input_ids: Any = None,
                  return_logprob: bool = False, logprob_start_len: int | None = None, top_logprobs_num: int = 0,
-                 stream: bool = False, lora_path: str | list[str | None] | None = None
-                 ) -> dict | list[dict] | Iterator[dict]:
-        """lora_path: the adapter every prompt runs under, or one name (None: the base) per prompt."""
+                 stream: bool = False, lora_path: str | list[str | None] | None = None,
+                 return_constrained_logprob: bool = False) -> dict | list[dict] | Iterator[dict]:
+        """lora_path: the adapter every prompt runs under, or one name (None: the base) per prompt.
+        return_constrained_logprob: meta_info's output_token_constrained_logprobs (sglite.protocol)."""
         requests, single = self._requests(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
-                                          top_logprobs_num, stream, lora_path)
+                                          top_logprobs_num, stream, lora_path, return_constrained_logprob)
         handles = [h for hs in self._submit_all(requests, None) for h in hs]
         if stream:
             return (chunk_to_dict(c, return_logprob) for c in handles[0])
@@ -71,12 +72,13 @@ class Engine:
     async def async_generate(self, prompt: Any = None, sampling_params: Any = None, input_ids: Any = None,
                              return_logprob: bool = False, logprob_start_len: int | None = None,
                              top_logprobs_num: int = 0, stream: bool = False,
-                             lora_path: str | list[str | None] | None = None) -> dict | list[dict] | AsyncIterator[dict]:
+                             lora_path: str | list[str | None] | None = None, return_constrained_logprob: bool = False
+                             ) -> dict | list[dict] | AsyncIterator[dict]:
         """Like generate; with stream=True returns an async iterator of chunks. Needs background=True."""
         if not self._loop.threaded:
             raise RequestError(None, "invalid_value", "async_generate needs Engine(background=True)")
         requests, single = self._requests(prompt, sampling_params, input_ids, return_logprob, logprob_start_len,
-                                          top_logprobs_num, stream, lora_path)
+                                          top_logprobs_num, stream, lora_path, return_constrained_logprob)
         handles = [h for hs in self._submit_all(requests, asyncio.get_running_loop()) for h in hs]
         if stream:
             return _adicts(handles[0], return_logprob)
@@ -139,7 +141,7 @@ class Engine:
 
     @staticmethod
     def _requests(prompt, sampling_params, input_ids, return_logprob, logprob_start_len, top_logprobs_num,
-                  stream, lora_path=None) -> tuple[list[GenerateRequest], bool]:
+                  stream, lora_path=None, return_constrained_logprob=False) -> tuple[list[GenerateRequest], bool]:
         """generate()'s arguments -> one GenerateRequest per prompt, and whether a single prompt was given."""
         if (prompt is None) == (input_ids is None):
             raise RequestError("prompt", "invalid_value", "generate() takes exactly one of prompt= or input_ids=")
@@ -175,7 +177,8 @@ class Engine:
         else:
             loras = [lora_path] * len(prompts)
         return [GenerateRequest(params=p, return_logprob=return_logprob, logprob_start_len=logprob_start_len,
-                                top_logprobs_num=top_logprobs_num, stream=stream, lora_path=lp, **kw)
+                                top_logprobs_num=top_logprobs_num, stream=stream, lora_path=lp,
+                                return_constrained_logprob=return_constrained_logprob, **kw)
                 for kw, p, lp in zip(prompts, params, loras)], single
 
 

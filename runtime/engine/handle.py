@@ -80,4 +80,6 @@ def _assemble(rid: str, chunks: list[StreamChunk], with_lp: bool) -> GenerateOut
         input_top_logprobs=tuple(x for c in chunks for x in c.input_top_logprobs) if with_lp else None,
         output_token_logprobs=tuple(x for c in chunks for x in c.new_token_logprobs) if with_lp else None,
         output_top_logprobs=tuple(x for c in chunks for x in c.new_top_logprobs) if with_lp else None,
+        output_token_constrained_logprobs=None if last.new_token_constrained_logprobs is None
+        else tuple(x for c in chunks for x in c.new_token_constrained_logprobs or ()),
         e2e_latency=last.e2e_latency, ttft=last.ttft)

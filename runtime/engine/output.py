@@ -1,6 +1,7 @@
 """StreamChunks from a Req: what a step added since the request's last chunk. Runs on the engine's thread."""
 from __future__ import annotations
 
+import codecs
 import time
 
 from sglite.protocol import FinishKind, StreamChunk
@@ -25,12 +26,19 @@ def take_chunk(req: Req, tokenizer) -> StreamChunk | None:
             inp = _with_text(tokenizer, lp.input_tokens)
             inp_top = _top_with_text(tokenizer, lp.input_top)
         sent.logprobs, sent.input_logprobs = len(lp.output_tokens), True
+    clp = None
+    if req.constrained_lp is not None:
+        if sent.text_decoder is None:
+            sent.text_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        dec = sent.text_decoder
+        clp = tuple((v, tok, dec.decode(tokenizer.token_bytes(tok))) for v, tok in req.constrained_lp[sent.constrained_lp:])
+        sent.constrained_lp = len(req.constrained_lp)
     sent.ids = len(req.output_ids)
     ttft = e2e = None
     if req.finished:   # timed on the engine's side: a caller may read its chunks much later
         e2e = (req.finished_time or time.perf_counter()) - req.created
         ttft = req.first_token_time - req.created if req.first_token_time is not None else None
-    return StreamChunk(req.rid, text, ids, new_lp, new_top, inp, inp_top, prompt_tokens=req.prompt_len,
+    return StreamChunk(req.rid, text, ids, new_lp, new_top, inp, inp_top, clp, prompt_tokens=req.prompt_len,
                        completion_tokens=len(req.output_ids), cached_tokens=req.cache_hit_tokens,
                        forced_tokens=req.forced_tokens, decode_passes=req.decode_passes,
                        spec_accepted_tokens=req.spec.accepted_total,

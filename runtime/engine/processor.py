@@ -48,7 +48,7 @@ class StepProcessor:
             req.decode_passes += 1
             lp = s.logprobs[j] if s.logprobs else None
             top = s.top_logprobs[j] if s.top_logprobs else []
-            self._append(req, s.token_ids[j], lp, top)
+            self._append(req, s.token_ids[j], lp, top, clp=s.constrained_logprobs[j] if s.constrained_logprobs else None)
             first = out.sample_rows[idx[j]]
             while not self._jump_forward(req) and req.spec.accepted < len(req.spec.draft):
                 if not self._accept_draft(req, out.logits, first):
@@ -78,13 +78,15 @@ class StepProcessor:
         row = first_row + 1 + i
         s = self.sampler.sample(logits[[row]], [req])   # a copy: the sampler writes masks into it
         self._append(req, s.token_ids[0], s.logprobs[0] if s.logprobs else None,
-                     s.top_logprobs[0] if s.top_logprobs else [])
+                     s.top_logprobs[0] if s.top_logprobs else [],
+                     clp=s.constrained_logprobs[0] if s.constrained_logprobs else None)
         return True
 
     def _append(self, req: Req, tok: int, logprob: float | None, top: list, forced: bool = False,
-                last_forced: bool = False) -> None:
+                last_forced: bool = False, clp: float | None = None) -> None:
         """Adds one output token and sets finish_reason if it ends the request. Jump-forward tokens (forced)
-        come with the matcher already advanced past all of them: the grammar's end is checked at the last."""
+        come with the matcher already advanced past all of them: the grammar's end is checked at the last.
+        `clp`: its log-probability under the masked distribution (a forced token's is 0.0, it had no other)."""
         p = req.params
         req.output_ids.append(tok)
         req.forced_tokens += forced
@@ -95,6 +97,8 @@ class StepProcessor:
         if req.lp.wanted:
             req.lp.output_tokens.append((logprob, tok))
             req.lp.output_top.append(top)
+        if req.constrained_lp is not None:
+            req.constrained_lp.append((0.0 if forced else clp, tok))
         is_stop_token = tok in p.stop_token_ids or (tok == self.eos_token_id and not p.ignore_eos)
         if is_stop_token and len(req.output_ids) > p.min_new_tokens:
             if p.no_stop_trim:

@@ -71,12 +71,14 @@ class SentCursor:
     ids: int = 0
     logprobs: int = 0
     input_logprobs: bool = False
+    constrained_lp: int = 0
+    text_decoder: Any = None     # incremental UTF-8 decoder over the token bytes (constrained logprob texts)
 
 
 class Req:
     def __init__(self, rid: str, input_ids: list[int], params: SamplingParams, *, return_logprob: bool = False,
                  logprob_start_len: int | None = None, top_logprobs_num: int = 0,
-                 generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None,
+                 return_constrained_logprob: bool = False, generator: torch.Generator | None = None, matcher: Any = None, stop_checker: Any = None,
                  lora: Any = None):
         self.rid = rid
         self.lora = lora                # the LoraAdapter it runs under, held until it finishes (None: the base)
@@ -93,6 +95,8 @@ class Req:
         start = min(start, len(input_ids))
         self.lp = LogprobState(return_logprob, start, top_logprobs_num,
                                input_done=not return_logprob or start >= len(input_ids))
+        # (log-probability under the masked distribution, token) per output token, when asked for; 0.0: forced
+        self.constrained_lp: list[tuple[float, int]] | None = [] if return_constrained_logprob else None
         self.spec = SpecState()
         self.sent = SentCursor()
         # sampling state

@@ -30,6 +30,7 @@ class SampleOutput(NamedTuple):
     token_ids: list[int]
     logprobs: list[float] | None                   # raw-distribution logprob of each chosen token
     top_logprobs: list[list[tuple[float, int]]] | None
+    constrained_logprobs: list[float | None] | None = None   # under the masked distribution (temperature 1)
 
 
 class Sampler:
@@ -55,6 +56,9 @@ class Sampler:
         self._apply_dry(logits, reqs)
         self._apply_logit_bias(logits, reqs)
         self._apply_masks(logits, reqs, masks)
+        want_clp = [i for i, r in enumerate(reqs) if r.constrained_lp is not None]
+        # [R]: what each such row's chosen token will be measured against; before the draw mutates nothing
+        clp_norm = torch.logsumexp(logits[want_clp], dim=-1) if want_clp else None
 
         greedy = [i for i, r in enumerate(reqs) if r.params.is_greedy]
         if len(greedy) == B:
@@ -67,6 +71,13 @@ class Sampler:
         if sampled:
             token_ids[sampled] = self._sample_rows(logits[sampled], [reqs[i] for i in sampled])
         ids = token_ids.tolist()
+        constrained = None
+        if want_clp:
+            chosen = torch.tensor([ids[i] for i in want_clp], device=logits.device)
+            vals = (logits[want_clp].gather(1, chosen[:, None])[:, 0] - clp_norm).tolist()
+            constrained = [None] * B
+            for i, v in zip(want_clp, vals):
+                constrained[i] = v
 
         if want_lp:
             chosen = torch.tensor([ids[i] for i in want_lp])
@@ -83,7 +94,7 @@ class Sampler:
                 n = reqs[i].lp.top_n
                 if n:
                     top[i] = list(zip(top_v[j][:n], top_i[j][:n]))
-        return SampleOutput(ids, logprobs, top)
+        return SampleOutput(ids, logprobs, top, constrained)
 
     # --- logits processing ----------------------------------------------------------------------------------
     def _apply_penalties(self, logits: torch.Tensor, reqs: Sequence[Req]) -> None:

@@ -60,6 +60,9 @@ class UsageStats:
 class Backend(ABC):
     """Base of all language backends."""
 
+    # whether generate's meta_info carries output_token_constrained_logprobs when asked (sglite.protocol)
+    constrained_logprobs = False
+
     def __init__(self) -> None:
         self.usage = UsageStats()
 

@@ -25,6 +25,7 @@ def _common_len(a: list[int], b: list[int]) -> int:
 
 
 class EngineBackend(Backend):
+    constrained_logprobs = True
     @abstractmethod
     def _complete(self, requests: list[GenerateRequest]) -> list[Completion]:
         """Runs the requests (each with n=1) together; one Completion per request, in order. A request the

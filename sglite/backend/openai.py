@@ -77,6 +77,9 @@ class OpenAI(Backend):
     def _params(self, params: GenParams) -> dict[str, Any]:
         """The OpenAI body fields of the merged params: the fields off their defaults, and max_tokens always
         (OpenAI servers default to other limits). Logprob options are not sent."""
+        if params.return_constrained_logprob:
+            raise ValueError("an OpenAI-compatible server does not return constrained logprobs "
+                             "(return_constrained_logprob); use the sglite runtime or RuntimeEndpoint")
         body: dict[str, Any] = {"max_tokens": params.sampling.max_new_tokens}
         for key, value in params.sampling.to_dict().items():
             if key in _PARAM_NAMES:

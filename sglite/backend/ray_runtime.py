@@ -32,6 +32,8 @@ class RayRuntime(Backend):
     (None: see Dispatcher.policy). max_restarts: per replica slot. engine_options: Engine's (device, weights,
     max_total_tokens, ...)."""
 
+    constrained_logprobs = True   # its replicas run the sglite runtime
+
     def __init__(self, model: Any = None, *, replicas: int | None = None, num_threads: int = 1,
                  address: str | None = None, num_gpus: float | None = None, shard_size: int | None = None,
                  max_restarts: int = 1, **engine_options: Any):

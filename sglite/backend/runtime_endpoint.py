@@ -43,9 +43,11 @@ class RuntimeEndpoint(EngineBackend):
         than one request makes a batched body."""
         first = requests[0]
         options = {"return_logprob": first.return_logprob, "logprob_start_len": first.logprob_start_len,
-                   "top_logprobs_num": first.top_logprobs_num}
+                   "top_logprobs_num": first.top_logprobs_num,
+                   "return_constrained_logprob": first.return_constrained_logprob}
         for r in requests[1:]:
-            if (r.return_logprob, r.logprob_start_len, r.top_logprobs_num) != tuple(options.values()):
+            if (r.return_logprob, r.logprob_start_len, r.top_logprobs_num,
+                    r.return_constrained_logprob) != tuple(options.values()):
                 raise ValueError("a batched /generate body takes one set of logprob options")
         key = "text" if first.text is not None else "input_ids"
         prompts = [r.text if key == "text" else list(r.input_ids) for r in requests]
@@ -58,6 +60,8 @@ class RuntimeEndpoint(EngineBackend):
             body["logprob_start_len"] = first.logprob_start_len
         if first.top_logprobs_num:
             body["top_logprobs_num"] = first.top_logprobs_num
+        if first.return_constrained_logprob:
+            body["return_constrained_logprob"] = True   # an sglite server's own field
         loras = [r.lora_path for r in requests]
         if any(loras):
             body["lora_path"] = loras if len(requests) > 1 else loras[0]

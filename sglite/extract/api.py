@@ -13,6 +13,7 @@ finishes, the same lines the CLI writes. `Extraction` holds a job's setup; its s
 `run`."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Iterable, Iterator
 
 from ..protocol import closed_schema, json_schema_text
@@ -79,14 +80,18 @@ def failed_line(doc_id: Any, why: str) -> dict[str, Any]:
 
 
 class Extraction:
-    """One job's setup: what to extract (spec) and where it runs (backend), with spans on or off and the
-    chunking of long documents (chunk_tokens None: a document over the context is an error line)."""
+    """One job's setup: what to extract (spec) and where it runs (backend), with spans on or off, field
+    confidence on or off (on where the backend gives constrained logprobs: the sglite runtime and server; not an
+    OpenAI-compatible server) and the chunking of long documents (chunk_tokens None: a document over the context
+    is an error line)."""
 
     def __init__(self, spec: JobSpec, backend: Any, *, spans: bool = True, chunk_tokens: int | None = None,
-                 chunk_overlap: int = 0):
+                 chunk_overlap: int = 0, confidence: bool = True):
         if chunk_tokens is not None and not 0 <= chunk_overlap < chunk_tokens:
             raise ValueError(f"chunk_overlap must be in [0, chunk_tokens), got {chunk_overlap} with chunk_tokens "
                              f"{chunk_tokens}")
+        if confidence and getattr(backend, "constrained_logprobs", False):
+            spec = dataclasses.replace(spec, confidence=True)
         self.spec, self.backend = spec, backend
         self.spans, self.chunk_tokens, self.chunk_overlap = spans, chunk_tokens, chunk_overlap
         self._chunks: dict[str, list[Document]] = {}     # id_key -> the chunks of a document that has several
@@ -238,10 +243,10 @@ def as_documents(documents: Iterable[Any]) -> list[Document]:
 
 
 def extract(documents: Iterable[Any], schema: Any, instructions: str, *, backend: Any = None, model: Any = None,
-            spans: bool = True, max_tokens: int = 512, temperature: float = 0.0, max_retries: int = 0,
+            spans: bool = True, confidence: bool = True, max_tokens: int = 512, temperature: float = 0.0, max_retries: int = 0,
             chunk_tokens: int | None = None, chunk_overlap: int = 0, allow_extra_keys: bool = False,
             **engine_options: Any) -> Iterator[dict[str, Any]]:
-    """Yields one result line per document as it finishes: `{"id", "record", "spans"}` when the record
+    """Yields one result line per document as it finishes: `{"id", "record", "spans", "confidence"}` when the record
     validated, `{"id", "record": None, "error", "raw"}` when it did not (see docs/EXTRACTION.md for every key).
     `backend`: a Runtime, RuntimeEndpoint or RayRuntime to run on (kept running); without one, a Runtime of
     `model` (None: the default model) with `engine_options` is built here and shut down at the end. Bad input
@@ -261,7 +266,8 @@ def extract(documents: Iterable[Any], schema: Any, instructions: str, *, backend
     try:
         if not has_chat_template(backend):
             spec = spec.with_plain()
-        job = Extraction(spec, backend, spans=spans, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap)
+        job = Extraction(spec, backend, spans=spans, chunk_tokens=chunk_tokens, chunk_overlap=chunk_overlap,
+                         confidence=confidence)
         todo, early = job.check(docs)
         yield from early
         for line in job.run(todo, job.prefix(todo)):

@@ -99,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--limit", type=_positive, default=None, help="only the first N documents")
     ap.add_argument("--no-spans", dest="spans", action="store_false",
                     help="do not locate each value in its document (spans are on by default)")
+    ap.add_argument("--no-confidence", dest="confidence", action="store_false",
+                    help="do not score each value by the model's confidence (on by default where the backend "
+                         "gives it: the sglite runtime and server)")
     ap.add_argument("--chunk-tokens", type=_positive, default=None, metavar="N",
                     help="split documents longer than N tokens into chunks, extract each and merge the records "
                          "(first non-null per field, lists joined; conflicts listed on the line)")
@@ -189,7 +192,7 @@ def _main(args: argparse.Namespace, backend: Any) -> int:
                       "then the document)", file=sys.stderr)
                 spec = spec.with_plain()
             job = Extraction(spec, backend, spans=args.spans, chunk_tokens=args.chunk_tokens,
-                             chunk_overlap=args.chunk_overlap)
+                             chunk_overlap=args.chunk_overlap, confidence=args.confidence)
             return _run(job, todo, log, summary, args.output)
         finally:
             if own_backend:

@@ -1,5 +1,5 @@
 """`sglite eval OUTPUT [OTHER] --gold GOLD`: per-field accuracy, misses and inventions of an extraction output
-(rules in evaluation.py); with OTHER, the two compared field by field with the paired sign test. Exit status: 0,
+(rules in evaluation.py), and by confidence bucket where the output carries field confidence; with OTHER, the two compared field by field with the paired sign test. Exit status: 0,
 1 when the total accuracy is under --min-accuracy, 2 bad input (one line on stderr)."""
 from __future__ import annotations
 
@@ -57,6 +57,10 @@ def main(argv: list[str] | None = None) -> int:
               + (f"; {len(result.not_in_gold)} output ids have no gold values (not scored)"
                  if result.not_in_gold else ""))
         print(result.table())
+        by_confidence = result.confidence_table()
+        if by_confidence:
+            print(f"\nby the model's confidence in each value (the output's \"confidence\"):")
+            print(by_confidence)
         print()
     if len(results) == 2:
         print(f"A = {args.outputs[0]}, B = {args.outputs[1]}: gold values only A got right : only B got right")

@@ -11,6 +11,10 @@ Rules, chosen by the gold value's type unless a field's rule is given: numbers e
 lists equal as sets (their items by the same rules), anything else exactly. A rule is one of RULES or any
 callable (value, gold) -> bool (on the command line, `module:function`).
 
+Where the output lines carry field confidence ("confidence": {"/field": probability}, confidence.py), the values
+scored are also counted by confidence bucket: how many fell in each and how many of those were right, so a
+person can see which confidence is worth checking by hand.
+
 Two outputs are compared field by field over the gold values: how many only the first got right and how many
 only the second did, with the two-sided exact sign test's p-value of that split (values both got right or both
 wrong say nothing of the difference)."""
@@ -22,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from .confidence import BUCKET_NAMES, bucket
 from .inputs import id_key
 
 Rule = Callable[[Any, Any], bool]
@@ -105,6 +110,28 @@ class Evaluation:
     no_record: int                                           # of which with no record (error line or missing)
     not_in_gold: list[Any] = field(default_factory=list)     # output ids without gold values (not scored)
     right: dict[tuple[str, str], bool] = field(default_factory=dict)   # (id key, field) -> right, for pairing
+    confidence: dict[tuple[str, str], float] = field(default_factory=dict)   # (id key, field) -> its confidence
+
+    def by_confidence(self) -> dict[str, tuple[int, int]]:
+        """{bucket: (values right, values scored)} over the scored values that have a confidence, every bucket
+        of confidence.BUCKET_NAMES present (low first)."""
+        out = {name: [0, 0] for name in BUCKET_NAMES}
+        for where, p in self.confidence.items():
+            if where in self.right:
+                cell = out[bucket(p)]
+                cell[0] += self.right[where]
+                cell[1] += 1
+        return {name: (r, n) for name, (r, n) in out.items()}
+
+    def confidence_table(self) -> str:
+        """The by_confidence counts as rows; empty when no scored value has a confidence."""
+        counts = self.by_confidence()
+        if not any(n for _, n in counts.values()):
+            return ""
+        rows = [f"{'confidence':<10}  {'values':>6}  {'right':>16}"]
+        for name, (r, n) in counts.items():
+            rows.append(f"{name:<10}  {n:>6}  {f'{r}/{n} ({r / n:.0%})' if n else '-':>16}")
+        return "\n".join(rows)
 
     def table(self) -> str:
         width = max(len("field"), *(len(f) for f in self.fields)) if self.fields else len("field")
@@ -153,6 +180,7 @@ def evaluate(output: dict[str, dict], gold: dict[str, dict], fields: list[str] |
         result.documents += 1
         result.no_record += not isinstance(record, dict)
         record = record if isinstance(record, dict) else None
+        scores_of = line.get("confidence") if record is not None and isinstance(line.get("confidence"), dict) else {}
         for name in fields:
             s, want = scores[name], g.get(name)
             value = record.get(name) if record is not None else None
@@ -163,6 +191,9 @@ def evaluate(output: dict[str, dict], gold: dict[str, dict], fields: list[str] |
                 continue
             ok = record is not None and value is not None and bool((rules.get(name) or default_rule(want))(value, want))
             result.right[(key, name)] = ok
+            p = scores_of.get("/" + name.replace("~", "~0").replace("/", "~1"))
+            if isinstance(p, (int, float)) and not isinstance(p, bool):
+                result.confidence[(key, name)] = float(p)
             s.scored += 1
             s.right += ok
             total.scored += 1

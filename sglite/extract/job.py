@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 from .. import lang as sgl
 from ..grounding import uses_sources
 from ..protocol import ABORT_GRAMMAR, RequestError
+from .confidence import field_confidence
 from .inputs import Document
 
 
@@ -26,12 +27,13 @@ FEEDBACK = ("That JSON object failed validation:\n{problems}\nReply with the cor
 
 @sgl.function
 def extract_program(s, document: str, instructions: str, schema: str, max_tokens: int, plain: bool = False,
-                    check: Check | None = None, max_retries: int = 0):
+                    check: Check | None = None, max_retries: int = 0, confidence: bool = False):
     """One document's record in `record`; with `check`, each failure is sent back as feedback (the conversation so
     far is the cached prefix of the next try) up to `max_retries` times, the tries' texts in `try1`, `try2`, ...
     and their problems in the variable `problems` (one list per failed try). `plain`: the model has no chat
     template, so the prompt is plain text: the instructions, then the document (or the instructions with the
-    document in place of {text})."""
+    document in place of {text}). `confidence`: each answer's meta_info carries its constrained logprobs
+    (confidence.py scores the fields from them)."""
     def ask(text: str) -> None:
         nonlocal s
         s += (text + "\n\n") if plain else sgl.user(text)
@@ -40,7 +42,8 @@ def extract_program(s, document: str, instructions: str, schema: str, max_tokens
         nonlocal s
         # grounded fields (sglite/grounding.py) name the input document "document"
         sources = {"document": document} if uses_sources(schema) else None
-        gen = sgl.gen(name, max_tokens=max_tokens, json_schema=schema, sources=sources)
+        gen = sgl.gen(name, max_tokens=max_tokens, json_schema=schema, sources=sources,
+                      **({"return_constrained_logprob": True} if confidence else {}))
         s += gen if plain else sgl.assistant(gen)
 
     if "{text}" in instructions:
@@ -85,6 +88,7 @@ class JobSpec:
     plain: bool = False              # the model has no chat template: a plain-text prompt
     check: Check | None = None       # re-ask on what it finds (a pydantic model's validators), see extract_program
     max_retries: int = 0
+    confidence: bool = False         # score each field (confidence.py): the backend must give constrained logprobs
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
@@ -100,6 +104,8 @@ class JobSpec:
         """extract_program's arguments for one document."""
         call = {"document": doc.text, "instructions": self.instructions, "schema": self.schema_text,
                 "max_tokens": self.max_tokens, "plain": self.plain}
+        if self.confidence:
+            call["confidence"] = True
         if self.check is not None and self.max_retries:
             call.update(check=self.check, max_retries=self.max_retries)
         return call
@@ -131,7 +137,8 @@ def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str
     try:
         futures = {pool.submit(_run_one, spec, doc, backend): doc for doc in docs}
         for fut in as_completed(futures):
-            raw, finish, error, problems = fut.result()
+            raw, meta, error, problems = fut.result()
+            finish = meta.get("finish_reason") or {}
             doc_id = futures[fut].id
             if error is not None and not isinstance(error, RequestError):
                 yield Unfinished(doc_id, f"{type(error).__name__}: {error}")
@@ -139,6 +146,10 @@ def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str
                 yield Unfinished(doc_id, f"aborted ({finish.get('code')}): {finish.get('message')}")
             else:
                 line = result_line(doc_id, raw, finish, error, validator, spec.max_tokens, spec.check)
+                if spec.confidence and line.get("record") is not None:
+                    scores = field_confidence(raw, meta.get("output_token_constrained_logprobs") or [])
+                    if scores:
+                        line["confidence"] = scores
                 if spec.check is not None and spec.max_retries and error is None:
                     line["tries"] = len(problems) + 1
                     if problems:
@@ -150,7 +161,7 @@ def run_documents(spec: JobSpec, docs: list[Document], backend: Any, prefix: str
 
 def _run_one(spec: JobSpec, doc: Document,
              backend: Any) -> tuple[str | None, dict, BaseException | None, list[list[tuple[str, str]]]]:
-    """(generated text of the last try, its finish reason, error, the problems of each failed try) of one
+    """(generated text of the last try, its meta_info, error, the problems of each failed try) of one
     document's program."""
     try:
         state = extract_program.run(backend=backend, temperature=spec.temperature, **spec.call(doc))
@@ -161,7 +172,7 @@ def _run_one(spec: JobSpec, doc: Document,
         return None, {}, err, []
     problems = state["problems"] if "problems" in state else []
     name = f"try{len(problems) + 1}" if problems else "record"
-    return state[name], (state.get_meta_info(name) or {}).get("finish_reason") or {}, None, problems
+    return state[name], state.get_meta_info(name) or {}, None, problems
 
 
 def _validator(schema: dict[str, Any]) -> Any:

@@ -8,7 +8,7 @@ from typing import Any
 # meta_info lists that a streamed chunk carries as increments (input ones arrive in the first chunk only); the
 # other fields are totals or constants, so the latest chunk's value stands
 INCREMENTAL_META_KEYS = ("input_token_logprobs", "input_top_logprobs", "output_token_logprobs",
-                         "output_top_logprobs", "output_token_ids_logprobs")
+                         "output_top_logprobs", "output_token_ids_logprobs", "output_token_constrained_logprobs")
 
 
 def merge_meta(earlier: dict[str, Any] | None, later: dict[str, Any]) -> dict[str, Any]:

@@ -47,7 +47,8 @@ DTYPES.update({k.__name__: v for k, v in list(DTYPES.items())})
 DTYPES["string"] = DTYPES[str]
 
 # request-level options a gen or run() may set beside the sampling params
-REQUEST_OPTIONS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs", "lora_path")
+REQUEST_OPTIONS = ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs", "lora_path",
+                   "return_constrained_logprob")
 OPTION_NAMES = FIELD_NAMES | frozenset(ALIASES) | frozenset(REQUEST_OPTIONS)
 
 
@@ -62,12 +63,13 @@ class GenParams:
     top_logprobs_num: int = 0
     return_text_in_logprobs: bool = False   # accepted for SGLang programs; logprob entries always carry text
     lora_path: str | None = None            # the LoRA adapter (a name the backend loaded); None: the base model
+    return_constrained_logprob: bool = False   # meta_info's output_token_constrained_logprobs (sglite.protocol)
 
     def request(self, text: str) -> GenerateRequest:
         """The engine request that continues `text` under these params."""
         return GenerateRequest(params=self.sampling, text=text, return_logprob=self.return_logprob,
                                logprob_start_len=self.logprob_start_len, top_logprobs_num=self.top_logprobs_num,
-                               lora_path=self.lora_path)
+                               lora_path=self.lora_path, return_constrained_logprob=self.return_constrained_logprob)
 
 
 @dataclass(frozen=True)

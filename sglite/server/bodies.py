@@ -126,6 +126,8 @@ class GenerateBody(BaseModel):
     return_logprob: Optional[Union[bool, list[bool]]] = False
     logprob_start_len: Optional[Union[int, list[int]]] = None
     top_logprobs_num: Optional[Union[int, list[int]]] = 0
+    # sglite's own: meta_info's output_token_constrained_logprobs (sglite.protocol.ConstrainedLogprob)
+    return_constrained_logprob: Optional[Union[bool, list[bool]]] = False
     return_text_in_logprobs: bool = False
     return_prompt_token_ids: bool = False
     stream: Optional[bool] = False

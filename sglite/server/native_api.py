@@ -25,6 +25,8 @@ from .sglang_compat import ServerSampling, check_request_fields, sampling_params
 from .sse import IDLE, SSE_KEEPALIVE, SSEResponse, dumps, merge_chunks, sse_body, sse_event
 
 LOGPROB_KEYS = ("input_token_logprobs", "input_top_logprobs", "output_token_logprobs", "output_top_logprobs")
+# lists a stream's events carry cumulatively; the constrained logprobs keep their texts (they place the values)
+CUMULATIVE_KEYS = (*LOGPROB_KEYS, "output_token_constrained_logprobs")
 
 
 def _per_item(value: Any, n: int, name: str, batch: bool) -> list:
@@ -94,6 +96,7 @@ def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeR
     lps = _per_item(body.return_logprob, n, "return_logprob", batch)
     starts = _per_item(body.logprob_start_len, n, "logprob_start_len", batch)
     tops = _per_item(body.top_logprobs_num, n, "top_logprobs_num", batch)
+    clps = _per_item(body.return_constrained_logprob, n, "return_constrained_logprob", batch)
     rids = _rids(body.rid, n, batch)
     loras = _per_item(body.lora_path, n, "lora_path", batch)
     out: list[NativeRequest] = []
@@ -110,7 +113,7 @@ def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeR
             prompt_kw["rid"] = rids[i]
         request = GenerateRequest(params=p, stream=bool(body.stream), return_logprob=bool(lps[i]),
                                   logprob_start_len=starts[i], top_logprobs_num=tops[i] or 0,
-                                  lora_path=loras[i], **prompt_kw)
+                                  lora_path=loras[i], return_constrained_logprob=bool(clps[i]), **prompt_kw)
         out.append(NativeRequest(request, server, body.return_text_in_logprobs,
                                  list(prompt) if body.return_prompt_token_ids else None))
     return out, batch
@@ -145,7 +148,7 @@ class _Accumulator:
     def __init__(self) -> None:
         self.text = ""
         self.ids: list[int] = []
-        self.logprobs: dict[str, list] = {k: [] for k in LOGPROB_KEYS}
+        self.logprobs: dict[str, list] = {k: [] for k in CUMULATIVE_KEYS}
         self.sent_tokens = 0
 
     def add(self, chunk: StreamChunk, with_logprobs: bool) -> dict[str, Any]:
@@ -153,7 +156,7 @@ class _Accumulator:
         self.text += d["text"]
         self.ids += d["output_ids"]
         meta = d["meta_info"]
-        for key in LOGPROB_KEYS:
+        for key in CUMULATIVE_KEYS:
             if key in meta:
                 self.logprobs[key] += meta[key]
                 meta[key] = list(self.logprobs[key])

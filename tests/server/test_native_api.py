@@ -154,3 +154,19 @@ def test_concurrent_requests_are_batched(server, http, real_engine):
         outs = list(pool.map(lambda _: httpx.post(server.url + "/generate", json=body, timeout=60).json(), range(8)))
     assert all(o["meta_info"]["completion_tokens"] == 16 for o in outs)
     assert passes() - before < 8 * 16 / 2  # one at a time would take 8 x 16 forward passes
+
+
+def test_generate_constrained_logprobs_whole_and_streamed(http):
+    """sglite's own field: each output token's logprob under the grammar's mask, with its text (kept even
+    without return_text_in_logprobs: the texts place the values); stream events carry them cumulatively."""
+    body = {"text": "Give a number", "return_constrained_logprob": True,
+            "sampling_params": {"max_new_tokens": 12, "temperature": 0, "regex": "[0-9]{1,6}"}}
+    full = http.post("/generate", json=body).json()
+    entries = full["meta_info"]["output_token_constrained_logprobs"]
+    assert [e[1] for e in entries] == full["output_ids"]
+    assert "".join(e[2] for e in entries).startswith(full["text"]) and all(e[0] <= 1e-6 for e in entries)
+    with http.stream("POST", "/generate", json={**body, "stream": True}) as r:
+        events = [json.loads(ln[6:]) for ln in r.iter_lines() if ln.startswith("data: ") and ln != "data: [DONE]"]
+    assert [e[1:] for e in events[-1]["meta_info"]["output_token_constrained_logprobs"]] == [e[1:] for e in entries]
+    plain = http.post("/generate", json={k: v for k, v in body.items() if k != "return_constrained_logprob"}).json()
+    assert "output_token_constrained_logprobs" not in plain["meta_info"]

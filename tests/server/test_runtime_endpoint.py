@@ -45,3 +45,15 @@ def test_commit_prefix_and_select(endpoint, real_engine):
     decision = endpoint.select(prompt, [" yes", " no", " maybe"], 0.0, token_length_normalized)
     assert decision is not None
     assert endpoint.get_model_info()["tokenizer_path"] == "default"
+
+
+def test_a_program_gets_constrained_logprobs_through_the_server(endpoint):
+    import sglite as sgl
+
+    @sgl.function
+    def pick(s):
+        s += "Colour: " + sgl.gen("c", max_tokens=8, regex="(red|green|blue)", return_constrained_logprob=True)
+
+    state = pick.run(backend=endpoint)
+    entries = state.get_meta_info("c")["output_token_constrained_logprobs"]
+    assert "".join(e[2] for e in entries).startswith(state["c"]) and state["c"] in ("red", "green", "blue")

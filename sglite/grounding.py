@@ -33,6 +33,16 @@ def uses_sources(schema: Any) -> bool:
     return bool(names)
 
 
+def with_sources(schema: Any, sources: Any) -> Any:
+    """A server's `sources` field applied to a request's json_schema (JSON text or a dict): the schema with its
+    source names resolved. Raises RequestError("sources") when there is no schema to apply them to."""
+    if schema is None:
+        raise RequestError("sources", "invalid_value", "sources names texts for json_schema's grounded fields; "
+                           "this request has no json_schema")
+    from .protocol import load_json_schema
+    return resolve_sources(load_json_schema(schema), sources)
+
+
 def resolve_sources(schema: Any, sources: Mapping[str, str]) -> Any:
     """`schema` (a dict, as loaded) with every grounding keyword's source name replaced by {"text": ...}.
     Raises RequestError("sources") naming the keyword's JSON pointer for a name `sources` lacks or an empty

@@ -35,6 +35,8 @@ class _SGLangExtras(_Body):
     dry_allowed_length: Optional[int] = None
     dry_sequence_breakers: Optional[list[str]] = None
     close_at_budget: Optional[bool] = None
+    # sglite's own: the texts a json_schema's grounded fields name (x-sglite-span / x-sglite-number)
+    sources: Optional[dict[str, str]] = None
 
 
 class StreamOptions(_Body):
@@ -128,6 +130,8 @@ class GenerateBody(BaseModel):
     top_logprobs_num: Optional[Union[int, list[int]]] = 0
     # sglite's own: meta_info's output_token_constrained_logprobs (sglite.protocol.ConstrainedLogprob)
     return_constrained_logprob: Optional[Union[bool, list[bool]]] = False
+    # sglite's own: the texts sampling_params' json_schema grounded fields name (one mapping, or one per prompt)
+    sources: Optional[Union[dict[str, str], list[dict[str, str]]]] = None
     return_text_in_logprobs: bool = False
     return_prompt_token_ids: bool = False
     stream: Optional[bool] = False

@@ -93,6 +93,11 @@ def generate_requests(body: GenerateBody, info: ModelInfo) -> tuple[list[NativeR
         raise bad_request("the batch is empty", param="text" if body.text is not None else "input_ids")
     n = len(prompts)
     params = _per_item(body.sampling_params or {}, n, "sampling_params", batch)
+    if body.sources is not None:
+        from sglite.grounding import with_sources
+        texts = _per_item(body.sources, n, "sources", batch)
+        params = [{**(p or {}), "json_schema": with_sources((p or {}).get("json_schema"), t)}
+                  for p, t in zip(params, texts)]
     lps = _per_item(body.return_logprob, n, "return_logprob", batch)
     starts = _per_item(body.logprob_start_len, n, "logprob_start_len", batch)
     tops = _per_item(body.top_logprobs_num, n, "top_logprobs_num", batch)

@@ -315,6 +315,9 @@ class OpenAIServing:
         params.update(max_new_tokens=max_tokens, min_new_tokens=req.min_tokens, logit_bias=req.logit_bias)
         if schema is not None:
             params["json_schema"] = schema
+        if getattr(req, "sources", None) is not None:
+            from sglite.grounding import with_sources
+            params["json_schema"] = with_sources(params.get("json_schema"), req.sources)
         p = SamplingParams.from_dict(params)
         p.check_vocab(self.info.vocab_size)
         return p

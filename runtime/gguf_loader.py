@@ -7,6 +7,8 @@ the original Hugging Face model applies.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -85,11 +87,11 @@ class GGUFFile:
     """An opened GGUF file. Construction validates it; nothing is dequantized until load_weights()."""
 
     def __init__(self, path: str | Path):
-        import gguf
+        from .gguf_container import GGUFContainer
 
         self.path = Path(path)
         try:
-            self.reader = gguf.GGUFReader(str(self.path))
+            self.reader = GGUFContainer(self.path)
         except Exception as e:  # the gguf package raises assorted errors on damaged files
             raise GGUFError(f"cannot read GGUF file {str(self.path)!r}: {type(e).__name__}: {e} "
                             "(the file is truncated or not a GGUF file)") from e
@@ -100,12 +102,11 @@ class GGUFFile:
                             "Hugging Face folder)")
 
     def _field(self, key: str, default: Any = ...) -> Any:
-        field = self.reader.fields.get(key)
-        if field is None:
+        if key not in self.reader.fields:
             if default is ...:
                 raise GGUFError(f"GGUF file {str(self.path)!r} lacks metadata key {key!r}")
             return default
-        return field.contents()
+        return self.reader.fields[key]
 
     def _refuse(self, what: str) -> GGUFError:
         return GGUFError(f"GGUF file {str(self.path)!r}: {what}")
@@ -288,23 +289,101 @@ class GGUFFile:
     def load_weights(self) -> dict[str, "torch.Tensor"]:
         """All tensors dequantized to float32 (exactly gguf.quants.dequantize's values), Q/K rows un-permuted.
         Names as in the file."""
+        tensors = self.tensors()
+        return {name: tensors[name] for name in tensors}
+
+    def tensors(self) -> "GGUFTensors":
+        """The tensors as a lazy mapping: each dequantized when read (so a model built from it holds one float32
+        tensor at a time, not the file's every weight), with the exact block grids of the types that have one."""
+        self.check_tensor_types()
+        return GGUFTensors(self)
+
+
+RECENT_GRIDS = 3     # a layer's widest stack: q, k, v
+
+
+class GGUFTensors(Mapping):
+    """{name: float32 tensor} over a GGUF file's tensors, read from the file (memory-mapped) on each access:
+    `m[name]` dequantizes it (gguf.quants.dequantize's values, Q/K rows un-permuted, an own writable copy);
+    `grid(name)` is its integer block grid read straight from its blocks (runtime/gguf_blocks.py; None for the
+    types read by value); `numel(name)` its size, reading nothing."""
+
+    def __init__(self, f: GGUFFile):
+        self._file = f
+        self._by_name = {t.name: t for t in f.reader.tensors}
+        self._recent: dict[str, Any] = {}       # name -> grid, the latest RECENT_GRIDS read
+        cfg = f.config()
+        permuted = cfg.architecture in PERMUTED_QK
+        self._heads = {}
+        if permuted:
+            for name in self._by_name:
+                if name.endswith(("attn_q.weight", "attn_q.bias")):
+                    self._heads[name] = cfg.num_heads
+                elif name.endswith(("attn_k.weight", "attn_k.bias")):
+                    self._heads[name] = cfg.num_kv_heads
+
+    def __getitem__(self, name: str) -> "torch.Tensor":
         import torch
         from gguf import quants
 
-        cfg = self.config()
-        self.check_tensor_types()
-        out: dict[str, torch.Tensor] = {}
-        for t in self.reader.tensors:
-            try:
-                w = np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
-            except Exception as e:
-                raise GGUFError(f"cannot dequantize tensor {t.name!r} ({t.tensor_type.name}) of "
-                                f"{str(self.path)!r}: {e}") from e
-            shape = tuple(int(d) for d in reversed(t.shape))  # GGUF lists ne0 (the fastest axis) first
-            w = w.reshape(shape)
-            if t.name.endswith("attn_q.weight") or t.name.endswith("attn_q.bias"):
-                w = unpermute_rotary_rows(w, cfg.num_heads) if cfg.architecture in PERMUTED_QK else w
-            elif t.name.endswith("attn_k.weight") or t.name.endswith("attn_k.bias"):
-                w = unpermute_rotary_rows(w, cfg.num_kv_heads) if cfg.architecture in PERMUTED_QK else w
-            out[t.name] = torch.from_numpy(np.array(w, dtype=np.float32, order="C"))  # own, writable copy
-        return out
+        t = self._by_name[name]
+        grid = self.grid(name)
+        if grid is not None:        # the same values, from the blocks read once (gguf_blocks: exact)
+            q, scale, lo, bits = grid
+            out_f, in_f = q.shape
+            q = q.view(out_f, -1, in_f // scale.shape[1]).float()
+            if bits == 8:       # through zero: (q - 128) * scale, the file's d * (its integer), as gguf rounds it
+                return q.sub_(128).mul_(scale[..., None]).view(out_f, in_f)
+            return q.mul_(scale[..., None]).add_(lo[..., None]).view(out_f, in_f)
+        try:
+            w = np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32)
+        except Exception as e:
+            raise GGUFError(f"cannot dequantize tensor {t.name!r} ({t.tensor_type.name}) of "
+                            f"{str(self._file.path)!r}: {e}") from e
+        w = w.reshape(self.shape(name))
+        if name in self._heads:
+            w = unpermute_rotary_rows(w, self._heads[name])
+        return torch.from_numpy(np.array(w, dtype=np.float32, order="C"))    # own, writable copy
+
+    def __iter__(self):
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return tuple(int(d) for d in reversed(self._by_name[name].shape))   # GGUF lists ne0 (fastest) first
+
+    def numel(self, name: str) -> int:
+        return int(np.prod(self.shape(name)))
+
+    def grid(self, name: str):
+        """(q, scale, lo, bits) with weight = q * scale + lo per block, Q/K rows un-permuted; None when the
+        tensor's type has no direct reading (gguf_blocks.BLOCK) or it is not a matrix."""
+        from .gguf_blocks import block_grid_from_gguf
+
+        if name in self._recent:
+            return self._recent[name]
+        t = self._by_name[name]
+        shape = self.shape(name)
+        if len(shape) != 2:
+            return None
+        g = block_grid_from_gguf(t.data, t.tensor_type.name, shape)
+        if g is not None and name in self._heads:
+            q, scale, lo, bits = g
+            g = (*(torch_rows(unpermute_rotary_rows, x, self._heads[name]) for x in (q, scale, lo)), bits)
+        # a layer reads a matrix's grid and then, for a float format, its values: the few latest are kept
+        self._recent[name] = g
+        while len(self._recent) > RECENT_GRIDS:
+            self._recent.pop(next(iter(self._recent)))
+        return g
+
+
+def torch_rows(fn, x: "torch.Tensor", heads: int) -> "torch.Tensor":
+    """A row permutation written for numpy arrays, on a torch tensor."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(fn(x.numpy(), heads)))

@@ -26,7 +26,7 @@ formats of one weight and runs decode rows (few per pass, bound by reading weigh
 """
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 import torch
 import torch.nn.functional as F
@@ -252,7 +252,7 @@ class Int4Linear:
                  group: int = INT4_GROUP):
         q, scale, lo = grid                                                       # from int4_grid()
         out_f, in_f = q.shape
-        self.packed = torch._convert_weight_to_int4pack_for_cpu(q, 1)              # [out, in/2] uint8
+        self.packed = torch._convert_weight_to_int4pack_for_cpu(q.to(torch.int32), 1)   # [out, in/2] uint8
         # torch's int4 matmul computes w = (q - 8) * scale + zero; ours is w = q * scale + lo
         self.scales_zeros = torch.stack([scale, lo + 8 * scale], dim=-1).transpose(0, 1).contiguous().to(
             torch.bfloat16)                                                         # [groups, out, 2]
@@ -445,14 +445,16 @@ class RefinedHead:
         return self.approx.nbytes + self.weight.numel() * 4
 
 
-def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str) -> Linear:
+def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str, grid=None) -> Linear:
     """The output head [V, H] for a plan. fp32 stays exact. Reduced formats become a RefinedHead, whose
     approximate pass may then be lossy: with int4 for small passes the head goes to 4 bits whatever its source
     (it only has to rank the candidates; their logits come out in float32), which halves the bytes the biggest
-    matrix costs per decode step. Measured on the fidelity corpus: top-1 unchanged, mean KL 0.0046 nats."""
+    matrix costs per decode step. Measured on the fidelity corpus: top-1 unchanged, mean KL 0.0046 nats.
+    `grid`: the weight's block grid where the file gives it (make_linear_from_grid)."""
     if small_fmt == "fp32":
         return make_linear(weight, None, "fp32")
-    large = make_linear(weight, None, large_fmt)
+    large = make_linear(weight, None, large_fmt) if grid is None else \
+        make_linear_from_grid(grid, lambda: weight, None, large_fmt)
     if small_fmt in FOUR_BIT_FORMATS:
         grid = int4_grid(weight, tolerance=float("inf"))
         small = four_bit_linear(grid, None, RANKING_FORMAT.get(small_fmt, small_fmt)) if grid is not None \
@@ -481,6 +483,52 @@ def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Li
             return layer
         return Int8Linear(weight, bias)
     raise ValueError(f"unknown weight format {fmt!r}; choose one of {WEIGHT_FORMATS}")
+
+
+def make_linear_from_grid(grid, dense: Callable[[], torch.Tensor], bias: torch.Tensor | None, fmt: str) -> Linear:
+    """`fmt`'s layer of a weight whose block grid is known, (q, scale, lo, bits) as runtime/gguf_blocks.py reads
+    a file's blocks: the same layer make_linear builds from the weight's values, without searching for the grid.
+    `dense()` gives the float weight, for the formats that take it (read only then)."""
+    q, scale, lo, bits = grid
+    if fmt in FOUR_BIT_FORMATS:
+        if fmt in KERNEL_DIGITS and (why := registry.status("w4a8_cpu").why) is not None:
+            raise ValueError(f"weights {fmt!r} need the w4a8 CPU kernel, which is unavailable here: {why}")
+        if bits == 4:
+            return four_bit_linear((q, scale, lo), bias, fmt)
+        if fmt in KERNEL_DIGITS:                        # as eight_bit_linear: W8A8 with VNNI, else nibbles of 32
+            if registry.use("w8a8_cpu"):
+                return W8A8Linear((q, scale, lo), bias, KERNEL_DIGITS[fmt])
+            if q.shape[1] // scale.shape[1] == 32:
+                return W4A8Linear(split_nibbles((q, scale, lo)), bias, KERNEL_DIGITS[fmt], repeat=2)
+    return make_linear(dense(), bias, fmt)
+
+
+def join_grids(grids: list) -> tuple | None:
+    """The grids of weights stacked by rows (q, k, v; gate, up) as one grid: as they are when their bits and
+    block sizes agree, else every one as 8 bits over the smallest block (a 4-bit block is an 8-bit one whose
+    integers stop at 15; a block of 32 two of 16 with the same step and minimum), the grid block_grid finds in
+    the stacked values. None when some weight has no grid."""
+    if any(g is None for g in grids):
+        return None
+    sizes = [g[0].shape[1] // g[1].shape[1] for g in grids]
+    bits = {g[3] for g in grids}
+    if len(bits) == 1 and len(set(sizes)) == 1:
+        if len(grids) == 1:
+            return grids[0]
+        return (*(torch.cat([g[k] for g in grids]) for k in range(3)), grids[0][3])
+    group = min(sizes)
+    parts = [(g[0], g[1].repeat_interleave(size // group, 1), g[2].repeat_interleave(size // group, 1))
+             for g, size in zip(grids, sizes)]
+    return (*(torch.cat([p[k] for p in parts]) for k in range(3)), 8)
+
+
+def make_sized_linear_from_grid(grid, dense: Callable[[], torch.Tensor], bias: torch.Tensor | None, small_fmt: str,
+                                large_fmt: str) -> Linear:
+    """make_sized_linear for a weight whose block grid is known (make_linear_from_grid)."""
+    if small_fmt == large_fmt:
+        return make_linear_from_grid(grid, dense, bias, small_fmt)
+    return SizedLinear(make_linear_from_grid(grid, dense, bias, small_fmt),
+                       make_linear_from_grid(grid, dense, bias, large_fmt))
 
 
 def make_sized_linear(weight: torch.Tensor, bias: torch.Tensor | None, small_fmt: str, large_fmt: str) -> Linear:

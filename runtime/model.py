@@ -21,7 +21,7 @@ from sglite.kernels import registry
 
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
-from .linear import Linear, make_head, make_sized_linear
+from .linear import Linear, join_grids, make_head, make_sized_linear, make_sized_linear_from_grid
 from .rope import rotary_tables
 from .weight_plan import WeightPlan
 
@@ -71,13 +71,28 @@ class LlamaModel:
         self.dtype = plan.act_dtype
         dtype = torch.float32     # what w() returns: the reference weights, converted per projection below
 
-        def linear(weight: torch.Tensor, bias: torch.Tensor | None) -> Linear:
-            return make_sized_linear(weight, bias, plan.small, plan.large)
-
         def w(name: str) -> torch.Tensor:
             if name not in weights:
                 raise ValueError(f"model weights lack tensor {name!r}")
             return weights[name].to(device=device, dtype=dtype).contiguous()
+
+        # weights read lazily from a GGUF file give each matrix's block grid from its own blocks: the kernel
+        # formats take it as it is, and the float weight is read only for the formats that need it
+        grids = getattr(weights, "grid", None) if self.device.type == "cpu" else None
+
+        def grid_of(*names: str):
+            return join_grids([grids(n) for n in names]) if grids is not None else None
+
+        def linear(names: tuple[str, ...], bias: torch.Tensor | None) -> Linear:
+            """The projection of the weights `names` stacked by rows."""
+            for name in names:
+                if name not in weights:
+                    raise ValueError(f"model weights lack tensor {name!r}")
+            dense = lambda: torch.cat([w(n) for n in names]) if len(names) > 1 else w(names[0])   # noqa: E731
+            grid = grid_of(*names)
+            if grid is not None:
+                return make_sized_linear_from_grid(grid, dense, bias, plan.small, plan.large)
+            return make_sized_linear(dense(), bias, plan.small, plan.large)
 
         c = config
         self.embed = w("token_embd.weight")                     # [V, H]
@@ -100,7 +115,8 @@ class LlamaModel:
                              "(lm_head.weight / output.weight)")
         else:
             lm_head = w("output.weight")
-        self.head: Linear = make_head(lm_head, plan.small, plan.large)   # H -> V
+        head_grid = grid_of("token_embd.weight" if c.tie_word_embeddings else "output.weight")
+        self.head: Linear = make_head(lm_head, plan.small, plan.large, head_grid)   # H -> V
         # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
         self.embed_scale = None if c.embedding_multiplier == 1.0 else torch.tensor(c.embedding_multiplier).to(dtype)
         self.layers: list[LayerWeights] = []
@@ -112,13 +128,12 @@ class LlamaModel:
             qk_norm = self.dtype if c.qk_norm else None   # q/k norms act on q/k in the activation dtype
             self.layers.append(LayerWeights(
                 attn_norm=norm(p + "attn_norm.weight"),
-                qkv=linear(torch.cat([w(p + "attn_q.weight"), w(p + "attn_k.weight"), w(p + "attn_v.weight")]),
-                           bias),
-                o=linear(w(p + "attn_output.weight"), opt(p + "attn_output.bias", c.attention_out_bias)),
+                qkv=linear((p + "attn_q.weight", p + "attn_k.weight", p + "attn_v.weight"), bias),
+                o=linear((p + "attn_output.weight",), opt(p + "attn_output.bias", c.attention_out_bias)),
                 ffn_norm=norm(p + "ffn_norm.weight"),
-                gate_up=linear(torch.cat([w(p + "ffn_gate.weight"), w(p + "ffn_up.weight")]),
+                gate_up=linear((p + "ffn_gate.weight", p + "ffn_up.weight"),
                                torch.cat([w(p + "ffn_gate.bias"), w(p + "ffn_up.bias")]) if c.mlp_bias else None),
-                down=linear(w(p + "ffn_down.weight"), opt(p + "ffn_down.bias", c.mlp_bias)),
+                down=linear((p + "ffn_down.weight",), opt(p + "ffn_down.bias", c.mlp_bias)),
                 q_norm=norm(p + "attn_q_norm.weight").to(qk_norm) if c.qk_norm else None,
                 k_norm=norm(p + "attn_k_norm.weight").to(qk_norm) if c.qk_norm else None,
                 post_attn_norm=norm(p + "post_attention_norm.weight") if c.sandwich_norms else None,

@@ -51,6 +51,7 @@ def log_model_card(path: Path, config: ModelConfig, weights: dict[str, torch.Ten
                    chat_template_source: str | None) -> None:
     """Logs the card at INFO on the `sglite.runtime` logger. Counts parameters once: a tied output head is the
     embedding, so an output.weight the config ties is not counted."""
-    used = {k: t for k, t in weights.items() if not (k == "output.weight" and config.tie_word_embeddings)}
-    n = sum(t.numel() for t in used.values())
+    used = [k for k in weights if not (k == "output.weight" and config.tie_word_embeddings)]
+    size = getattr(weights, "numel", None)      # a lazy GGUF mapping counts without reading a tensor
+    n = sum(size(k) if size is not None else weights[k].numel() for k in used)
     logger.info(model_card(path, config, n, compute_summary(net), chat_template_source))

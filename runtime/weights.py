@@ -111,7 +111,9 @@ def weights_from_hf(folder: Path, config: ModelConfig | None = None) -> dict[str
     return out
 
 
-def load_config_and_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Tensor]]:
+def load_config_and_weights(path: Path) -> tuple[ModelConfig, "Mapping[str, torch.Tensor]"]:
+    """The config and the weights under GGUF names: a dict of float32 tensors (an HF folder), or a GGUF file's
+    lazy GGUFTensors (each dequantized when read; exact block grids where the type has them)."""
     if path.is_dir():
         config = config_from_hf(path)
         return config, weights_from_hf(path, config)
@@ -128,4 +130,4 @@ def load_config_and_weights(path: Path) -> tuple[ModelConfig, dict[str, torch.Te
                  "plan's dense formats (int8 per output channel under 4-bit plans); %s", path.name,
                  ", ".join(f"{k} x{kinds[k]}" for k in slow),
                  ", ".join(f"{k}: {fast[k]}" for k in kinds if k in fast) or "")
-    return config, f.load_weights()
+    return config, f.tensors()

@@ -76,16 +76,16 @@ def test_a_type_sglite_cannot_read_is_refused_by_name(tmp_path):
 
     path = tmp_path / "iq2.gguf"
     _write(path, "Q8_0")
-    f = GGUFFile(path)
+    f = gguf.GGUFReader(str(path))      # the gguf package's reader: its fields carry their value types
     # swap in a type outside the list (IQ2_XXS: 2.06 bits, from an importance matrix) for one tensor
     blocks = np.zeros((H, H // 256 * gguf.GGML_QUANT_SIZES[T.IQ2_XXS][1]), np.uint8)
     path2 = tmp_path / "iq2b.gguf"
     w = gguf.GGUFWriter(str(path2), "qwen2")
-    for field in f.reader.fields.values():
+    for field in f.fields.values():
         if field.name.startswith("qwen2.") or field.name.startswith("tokenizer."):
             w.add_key_value(field.name, field.contents(), field.types[0], field.types[-1] if len(field.types) > 1
                             else None)
-    for t in f.reader.tensors:
+    for t in f.tensors:
         if t.name == "blk.0.attn_q.weight":
             w.add_tensor(t.name, blocks, raw_dtype=T.IQ2_XXS)
         else:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .linear import Linear, RefinedHead, SizedLinear, W4A8Linear, W8A8Linear, _into, describe
+from .linear import Linear, RefinedHead, SizedLinear, StackedLinear, W4A8Linear, W8A8Linear, _into, describe
 
 
 # torch's matmul computes a one-row call by a path of its own (a matrix-vector product) whose bits differ from
@@ -47,6 +47,8 @@ def leaf_roles(layer) -> list[tuple[Linear, bool]]:
         return [(x, True) for x, _ in leaf_roles(layer.small)] + [(x, False) for x, _ in leaf_roles(layer.large)]
     if isinstance(layer, RefinedHead):
         return leaf_roles(layer.approx)
+    if isinstance(layer, StackedLinear):
+        return [role for part in layer.parts for role in leaf_roles(part)]
     if isinstance(layer, (PaddedRows, RowTiles)):
         return leaf_roles(layer.inner)
     return [(layer, True)]
@@ -170,6 +172,9 @@ def pad_prefill_rows(layer, rows: dict[int, int], tiled: frozenset[int] = frozen
     layer already wrapped is left as it is)."""
     if isinstance(layer, RefinedHead):
         pad_prefill_rows(layer.approx, rows, tiled)
+    elif isinstance(layer, StackedLinear):
+        for part in layer.parts:
+            pad_prefill_rows(part, rows, tiled)
     elif isinstance(layer, SizedLinear) and not isinstance(layer.large, (PaddedRows, RowTiles)) \
             and id(layer.large) in rows:
         wrap = RowTiles if id(layer.large) in tiled else PaddedRows
@@ -182,6 +187,8 @@ def pad_decode_rows(layer, rows: dict[int, int]):
     wrapped, to be put where it was). A layer already wrapped is left as it is."""
     if isinstance(layer, RefinedHead):
         layer.approx = pad_decode_rows(layer.approx, rows)
+    elif isinstance(layer, StackedLinear):
+        layer.parts = [pad_decode_rows(part, rows) for part in layer.parts]
     elif isinstance(layer, SizedLinear):
         layer.small = pad_decode_rows(layer.small, rows)
     elif not isinstance(layer, (PaddedRows, RowTiles)) and id(layer) in rows:

@@ -84,6 +84,12 @@ class GGUFContainer:
         self._buf = None          # the parse's view; the tensors' arrays hold the map from here on
         buf.release()
 
+    def release_pages(self) -> None:
+        """Drops the file's pages from this process's memory (they stay in the page cache; a later read maps
+        them again): after the weights are read, so resident memory is the model's, not the file's too."""
+        if hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED)
+
     def _string(self, at: int) -> tuple[str, int]:
         (n,) = struct.unpack_from("<Q", self._buf, at)
         return str(self._buf[at + 8:at + 8 + n], "utf-8", "replace"), at + 8 + n

@@ -354,6 +354,11 @@ class GGUFTensors(Mapping):
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 
+    def release(self) -> None:
+        """Done reading: drops the kept grids and the file's pages from resident memory (GGUFContainer)."""
+        self._recent.clear()
+        self._file.reader.release_pages()
+
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(int(d) for d in reversed(self._by_name[name].shape))   # GGUF lists ne0 (fastest) first
 

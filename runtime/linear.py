@@ -407,6 +407,30 @@ class SizedLinear:
         return self.small.nbytes + self.large.nbytes
 
 
+class StackedLinear:
+    """Projections of one input stacked by output columns (q | k | v), each in its own layer: weights of
+    different block formats (a Q4_K_M file's Q4_K q and k beside its Q6_K v) each keep their own kernel format,
+    where one layer would have to widen all of them to the widest one's."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        self.in_features, self.dtype = parts[0].in_features, parts[0].dtype
+        if any(p.in_features != self.in_features or p.dtype != self.dtype for p in parts):
+            raise ValueError("StackedLinear parts disagree on their input size or activation dtype")
+        self.out_features = sum(p.out_features for p in parts)
+
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        ys = [p(x, decode_from) for p in self.parts]
+        if out is None:
+            return torch.cat(ys, dim=-1)
+        return torch.cat(ys, dim=-1, out=out)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+
 class RefinedHead:
     """The output head in a reduced format, made exact where it matters: the approximate logits pick each
     row's `top_k` candidates, whose logits are then recomputed in float32 from the float32 weights.
@@ -418,9 +442,11 @@ class RefinedHead:
     the distribution: on Gemma 3 270M (262,144 tokens, teacher-forced through the decode formats) the mean KL
     against fp32 is 0.0114 nats with 64 candidates, 0.0052 with 256, 0.0021 with 1024 (top-1 99.1% in each)."""
 
-    def __init__(self, approx: Linear, weight: torch.Tensor, top_k: int | None = None):
+    def __init__(self, approx: Linear, weight, top_k: int | None = None):
         top_k = max(64, weight.shape[0] // 1024) if top_k is None else top_k
-        self.approx, self.weight, self.top_k = approx, weight.float().contiguous(), top_k   # weight [V, H] float32
+        # weight [V, H] float32, or a GridMatrix whose rows are read (exactly) as the candidates need them
+        weight = weight.float().contiguous() if isinstance(weight, torch.Tensor) else weight
+        self.approx, self.weight, self.top_k = approx, weight, top_k
         self.in_features, self.out_features, self.dtype = approx.in_features, approx.out_features, torch.float32
         # on the CPU, bf16 approximate logits are refined by one numba kernel (kernels/head_refine_cpu.py: ties at
         # the k-th value go to the lowest ids), else by torch's ops below; the choice is made here, once
@@ -442,27 +468,45 @@ class RefinedHead:
 
     @property
     def nbytes(self) -> int:
-        return self.approx.nbytes + self.weight.numel() * 4
+        w = self.weight
+        return self.approx.nbytes + (w.numel() * 4 if isinstance(w, torch.Tensor) else w.nbytes)
 
 
-def make_head(weight: torch.Tensor, small_fmt: str, large_fmt: str, grid=None) -> Linear:
+def make_head(weight, small_fmt: str, large_fmt: str, grid=None) -> Linear:
     """The output head [V, H] for a plan. fp32 stays exact. Reduced formats become a RefinedHead, whose
     approximate pass may then be lossy: with int4 for small passes the head goes to 4 bits whatever its source
     (it only has to rank the candidates; their logits come out in float32), which halves the bytes the biggest
     matrix costs per decode step. Measured on the fidelity corpus: top-1 unchanged, mean KL 0.0046 nats.
-    `grid`: the weight's block grid where the file gives it (make_linear_from_grid)."""
+    `weight`: a float tensor, or a GridMatrix (grid_matrix.py: the file's grid, read in slices and refined row
+    by row, never held in float32); `grid`: the weight's block grid where the file gives it
+    (make_linear_from_grid)."""
+    dense = (lambda: weight) if isinstance(weight, torch.Tensor) else (lambda: torch.cat([r for _, r in weight.chunks(16384)]))
     if small_fmt == "fp32":
-        return make_linear(weight, None, "fp32")
-    large = make_linear(weight, None, large_fmt) if grid is None else \
-        make_linear_from_grid(grid, lambda: weight, None, large_fmt)
+        return make_linear(dense(), None, "fp32")
     if small_fmt in FOUR_BIT_FORMATS:
-        grid = int4_grid(weight, tolerance=float("inf"))
-        small = four_bit_linear(grid, None, RANKING_FORMAT.get(small_fmt, small_fmt)) if grid is not None \
-            else make_linear(weight, None, "int8")
+        grid4 = int4_grid(weight, tolerance=float("inf")) if isinstance(weight, torch.Tensor) else \
+            _int4_grid_by_rows(weight)
+        small = four_bit_linear(grid4, None, RANKING_FORMAT.get(small_fmt, small_fmt)) if grid4 is not None \
+            else make_linear(dense(), None, "int8")
+        if small_fmt == large_fmt and not isinstance(weight, torch.Tensor):
+            return RefinedHead(small, weight)   # prefill rows ranked by the same pass: no second copy
+        large = make_linear(dense(), None, large_fmt) if grid is None else \
+            make_linear_from_grid(grid, dense, None, large_fmt)
         return RefinedHead(SizedLinear(small, large), weight)
+    large = make_linear(dense(), None, large_fmt) if grid is None else \
+        make_linear_from_grid(grid, dense, None, large_fmt)
     if small_fmt == large_fmt:
         return RefinedHead(large, weight)
-    return RefinedHead(SizedLinear(make_linear(weight, None, small_fmt), large), weight)
+    return RefinedHead(SizedLinear(make_linear(dense(), None, small_fmt), large), weight)
+
+
+def _int4_grid_by_rows(weight, rows: int = 16384):
+    """int4_grid(tolerance=inf) of a GridMatrix, slice by slice (q as uint8): the float32 matrix never exists."""
+    parts = [int4_grid(chunk, tolerance=float("inf")) for _, chunk in weight.chunks(rows)]
+    if any(p is None for p in parts):
+        return None
+    return torch.cat([p[0].to(torch.uint8) for p in parts]), torch.cat([p[1] for p in parts]), \
+        torch.cat([p[2] for p in parts])
 
 
 def make_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) -> Linear:
@@ -504,22 +548,15 @@ def make_linear_from_grid(grid, dense: Callable[[], torch.Tensor], bias: torch.T
 
 
 def join_grids(grids: list) -> tuple | None:
-    """The grids of weights stacked by rows (q, k, v; gate, up) as one grid: as they are when their bits and
-    block sizes agree, else every one as 8 bits over the smallest block (a 4-bit block is an 8-bit one whose
-    integers stop at 15; a block of 32 two of 16 with the same step and minimum), the grid block_grid finds in
-    the stacked values. None when some weight has no grid."""
+    """The grids of weights stacked by rows (q, k, v; gate, up) as one grid, when their bits and block sizes
+    agree; None when they do not (StackedLinear keeps each in its own format) or some weight has no grid."""
     if any(g is None for g in grids):
         return None
-    sizes = [g[0].shape[1] // g[1].shape[1] for g in grids]
-    bits = {g[3] for g in grids}
-    if len(bits) == 1 and len(set(sizes)) == 1:
-        if len(grids) == 1:
-            return grids[0]
-        return (*(torch.cat([g[k] for g in grids]) for k in range(3)), grids[0][3])
-    group = min(sizes)
-    parts = [(g[0], g[1].repeat_interleave(size // group, 1), g[2].repeat_interleave(size // group, 1))
-             for g, size in zip(grids, sizes)]
-    return (*(torch.cat([p[k] for p in parts]) for k in range(3)), 8)
+    if len({(g[3], g[0].shape[1] // g[1].shape[1]) for g in grids}) != 1:
+        return None
+    if len(grids) == 1:
+        return grids[0]
+    return (*(torch.cat([g[k] for g in grids]) for k in range(3)), grids[0][3])
 
 
 def make_sized_linear_from_grid(grid, dense: Callable[[], torch.Tensor], bias: torch.Tensor | None, small_fmt: str,

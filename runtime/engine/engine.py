@@ -18,6 +18,7 @@ from .loop import EngineLoop
 
 class Engine:
     def __init__(self, model: Any = None, **options: Any):
+        from ..memory_fit import kv_bytes
         from ..model import Model, load_model
         from ..weight_plan import WeightPlan
 
@@ -31,7 +32,9 @@ class Engine:
                                  "pass the model path instead")
         else:
             model = load_model(model, device=cfg.device, attention_backend=cfg.attention_backend,
-                               weights=cfg.weights)
+                               weights=cfg.weights, kv_bytes=lambda mc, act: kv_bytes(
+                                   mc, act, cfg.kv_cache_dtype, cfg.max_total_tokens, cfg.kv_cache_bytes,
+                                   cfg.max_running_requests, cfg.max_context))
         self.model = model
         self.tokenizer = model.tokenizer
         self.core = EngineCore(model, cfg)

@@ -1,6 +1,7 @@
 """Test models at the sizes users run, built here (no hub is reachable): random weights in the exact shapes of
 Llama-3.2-1B, Llama-3.2-3B, Qwen2.5-1.5B and Llama-3.1-8B, written as an HF checkpoint, converted by llama.cpp's
-own convert_hf_to_gguf.py and quantized by llama-quantize. Speed depends on shapes, not values.
+own convert_hf_to_gguf.py and quantized by llama-quantize. Speed depends on shapes, not values (the Qwen shapes
+are written in the llama layout, biases included; see MODELS).
 
     python bench/sized_models.py --models llama-1b,llama-3b --types Q4_K_M,Q8_0,Q6_K
     -> ~/.cache/sglite/sized/llama-1b/llama-1b-Q4_K_M.gguf, ...
@@ -50,7 +51,9 @@ MODELS = {
                       rope_scaling=LLAMA3_SCALING),
     "llama-3b": Shape("LlamaForCausalLM", 3072, 8192, 28, 24, 8, 128256, True, 500000.0, 128,
                       rope_scaling=LLAMA3_SCALING),
-    "qwen-1.5b": Shape("Qwen2ForCausalLM", 1536, 8960, 28, 12, 2, 151936, True, 1000000.0, qkv_bias=True),
+    # Qwen2.5-1.5B's shapes (q/k/v biases included) in the llama layout: the converter's qwen2 path reads the
+    # tokenizer through Qwen2's own class, whose pre-tokenizer it does not recognise with SmolLM2's vocabulary
+    "qwen-1.5b": Shape("LlamaForCausalLM", 1536, 8960, 28, 12, 2, 151936, True, 1000000.0, qkv_bias=True),
     "llama-8b": Shape("LlamaForCausalLM", 4096, 14336, 32, 32, 8, 128256, False, 500000.0, 128,
                       rope_scaling={**LLAMA3_SCALING, "factor": 8.0}),
 }
@@ -72,6 +75,8 @@ def config_json(s: Shape) -> dict:
            "bos_token_id": 1, "eos_token_id": 2}
     if s.rope_scaling:
         cfg["rope_scaling"] = s.rope_scaling
+    if s.qkv_bias:
+        cfg["attention_bias"] = True
     return cfg
 
 
@@ -129,6 +134,12 @@ def write_tokenizer(folder: Path) -> None:
     gguf = resolve_model_path(None)
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     tok.save_pretrained(str(folder))
+    # read back as the generic fast tokenizer: for a qwen2 config transformers would otherwise pick Qwen2's
+    # class, whose own pre-tokenizer the converter does not recognise
+    cfg_path = folder / "tokenizer_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["tokenizer_class"] = "PreTrainedTokenizerFast"
+    cfg_path.write_text(json.dumps(cfg, indent=1))
 
 
 def build(name: str, types: list[str], keep_bf16: bool = True) -> dict[str, Path]:

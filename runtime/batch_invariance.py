@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import torch
 
-from .linear import Linear, RefinedHead, SizedLinear, StackedLinear, W4A8Linear, W8A8Linear, _into, describe
+from .linear import Linear, PermutedInput, RefinedHead, SizedLinear, StackedLinear, W4A8Linear, W8A8Linear, _into, describe
 
 
 # torch's matmul computes a one-row call by a path of its own (a matrix-vector product) whose bits differ from
@@ -49,7 +49,7 @@ def leaf_roles(layer) -> list[tuple[Linear, bool]]:
         return leaf_roles(layer.approx)
     if isinstance(layer, StackedLinear):
         return [role for part in layer.parts for role in leaf_roles(part)]
-    if isinstance(layer, (PaddedRows, RowTiles)):
+    if isinstance(layer, (PaddedRows, RowTiles, PermutedInput)):
         return leaf_roles(layer.inner)
     return [(layer, True)]
 
@@ -175,6 +175,8 @@ def pad_prefill_rows(layer, rows: dict[int, int], tiled: frozenset[int] = frozen
     elif isinstance(layer, StackedLinear):
         for part in layer.parts:
             pad_prefill_rows(part, rows, tiled)
+    elif isinstance(layer, PermutedInput):
+        pad_prefill_rows(layer.inner, rows, tiled)
     elif isinstance(layer, SizedLinear) and not isinstance(layer.large, (PaddedRows, RowTiles)) \
             and id(layer.large) in rows:
         wrap = RowTiles if id(layer.large) in tiled else PaddedRows
@@ -189,6 +191,8 @@ def pad_decode_rows(layer, rows: dict[int, int]):
         layer.approx = pad_decode_rows(layer.approx, rows)
     elif isinstance(layer, StackedLinear):
         layer.parts = [pad_decode_rows(part, rows) for part in layer.parts]
+    elif isinstance(layer, PermutedInput):
+        layer.inner = pad_decode_rows(layer.inner, rows)
     elif isinstance(layer, SizedLinear):
         layer.small = pad_decode_rows(layer.small, rows)
     elif not isinstance(layer, (PaddedRows, RowTiles)) and id(layer) in rows:

@@ -122,9 +122,8 @@ def _check_model_type(cfg: dict, source: str) -> Family:
         if not arch.endswith("ForCausalLM"):
             raise _refuse(source, f"architectures lists {arch!r}; sglite runs *ForCausalLM checkpoints")
     if cfg.get("quantization_config"):
-        method = cfg["quantization_config"].get("quant_method", "?")
-        raise _refuse(source, f"quantization_config ({method!r}) is set; sglite reads unquantized safetensors "
-                              "(float32/float16/bfloat16) or GGUF files")
+        from .hf_quant import QuantSpec
+        QuantSpec.from_config(cfg["quantization_config"], source)   # AWQ / GPTQ 4-bit, or refused by name
     return FAMILIES[model_type]
 
 

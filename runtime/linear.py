@@ -431,6 +431,23 @@ class StackedLinear:
         return sum(p.nbytes for p in self.parts)
 
 
+class PermutedInput:
+    """A layer whose weight's inputs were reordered (a GPTQ act-order checkpoint's columns sorted by group, so a
+    block's inputs share a scale): x [T, in] is read in that order, x[:, perm], before `inner`."""
+
+    def __init__(self, inner: Linear, perm: torch.Tensor):
+        self.inner, self.perm = inner, perm.to(torch.long)
+        self.in_features, self.out_features, self.dtype = inner.in_features, inner.out_features, inner.dtype
+
+    def __call__(self, x: torch.Tensor, decode_from: int | None = None, out: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+        return self.inner(x[:, self.perm], decode_from, out=out)
+
+    @property
+    def nbytes(self) -> int:
+        return self.inner.nbytes + self.perm.numel() * 8
+
+
 class RefinedHead:
     """The output head in a reduced format, made exact where it matters: the approximate logits pick each
     row's `top_k` candidates, whose logits are then recomputed in float32 from the float32 weights.

@@ -23,7 +23,7 @@ from sglite.kernels import registry
 from .config import ModelConfig
 from .forward_batch import ForwardBatch
 from .grid_matrix import GridMatrix
-from .linear import (Linear, StackedLinear, join_grids, make_head, make_sized_linear,
+from .linear import (FOUR_BIT_FORMATS, Linear, PermutedInput, StackedLinear, join_grids, make_head, make_sized_linear,
                      make_sized_linear_from_grid)
 from .rope import rotary_tables
 from .weight_plan import WeightPlan
@@ -83,7 +83,10 @@ class LlamaModel:
 
         # weights read lazily from a GGUF file give each matrix's block grid from its own blocks: the kernel
         # formats take it as it is, and the float weight is read only for the formats that need it
-        grids = getattr(weights, "grid", None) if self.device.type == "cpu" else None
+        # (only where the plan runs a 4-bit format: float plans compute from the float weights in their own order)
+        grids = getattr(weights, "grid", None) if self.device.type == "cpu" and \
+            {plan.small, plan.large} & set(FOUR_BIT_FORMATS) else None
+        perm_of = getattr(weights, "input_perm", None)   # inputs a grid's columns were reordered by (GPTQ act-order)
 
         def grid_of(*names: str):
             return join_grids([grids(n) for n in names]) if grids is not None else None
@@ -95,15 +98,21 @@ class LlamaModel:
                 if name not in weights:
                     raise ValueError(f"model weights lack tensor {name!r}")
             dense = lambda: torch.cat([w(n) for n in names]) if len(names) > 1 else w(names[0])   # noqa: E731
-            grid = grid_of(*names)
+            perms = [perm_of(n) for n in names] if perm_of is not None else [None] * len(names)
+            grid = grid_of(*names) if all(p is None for p in perms) else None
             if grid is not None:
                 return make_sized_linear_from_grid(grid, dense, bias, plan.small, plan.large)
-            parts = [grids(n) for n in names] if grids is not None and len(names) > 1 else []
-            if parts and all(g is not None for g in parts):
+            parts = [grids(n) for n in names] if grids is not None else []
+            if parts and all(g is not None for g in parts) and (len(parts) > 1 or perms[0] is not None):
                 sizes = [g[0].shape[0] for g in parts]
                 biases = bias.split(sizes) if bias is not None else [None] * len(parts)
-                return StackedLinear([make_sized_linear_from_grid(g, lambda n=n: w(n), b, plan.small, plan.large)
-                                      for g, n, b in zip(parts, names, biases)])
+                layers = []
+                for g, n, b, p in zip(parts, names, biases, perms):
+                    # a permuted grid's float weight is read in the same input order
+                    d = (lambda n=n: w(n)) if p is None else (lambda n=n, p=p: w(n)[:, p].contiguous())
+                    layer = make_sized_linear_from_grid(g, d, b, plan.small, plan.large)
+                    layers.append(layer if p is None else PermutedInput(layer, p))
+                return layers[0] if len(layers) == 1 else StackedLinear(layers)
             return make_sized_linear(dense(), bias, plan.small, plan.large)
 
         c = config

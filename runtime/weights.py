@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -111,11 +112,127 @@ def weights_from_hf(folder: Path, config: ModelConfig | None = None) -> dict[str
     return out
 
 
+_QUANT_PARTS = ("qweight", "qzeros", "scales", "g_idx")
+
+
+class HFQuantTensors(Mapping):
+    """{GGUF name: float32 tensor} over an AWQ/GPTQ folder (runtime/hf_quant.py): the quantized projections kept
+    packed and read as their 4-bit block grids (`grid(name)`, with `input_perm(name)` for act-order), their float
+    values computed only when asked (`m[name]`); the other tensors (embedding, norms, an unquantized head) float32."""
+
+    def __init__(self, folder: Path, config: ModelConfig, spec):
+        from safetensors.torch import load_file
+
+        self.spec = spec
+        files = _safetensors_files(folder)
+        if not files:
+            raise FileNotFoundError(f"model folder {str(folder)!r} has no *.safetensors files")
+        dense, packed = {}, {}
+        for f in files:
+            for name, t in load_file(str(f)).items():
+                base, _, part = name.rpartition(".")
+                if part in _QUANT_PARTS:
+                    packed.setdefault(base, {})[part] = t
+                else:
+                    dense[name] = t
+        self._dense = _hf_to_gguf(folder, config, dense)
+        self._packed: dict[str, dict] = {}
+        for base, parts in packed.items():
+            missing = [p for p in _QUANT_PARTS[:3] if p not in parts]
+            if missing:
+                raise UnsupportedModelError(f"{folder}: {base} has {sorted(parts)} but lacks {missing}")
+            gguf = _hf_to_gguf(folder, config, {base + ".weight": parts["qweight"]}, check_only=True)
+            self._packed[gguf] = parts
+        self._recent: dict[str, tuple] = {}
+
+    def _unpacked(self, name: str):
+        from .hf_quant import unpack_awq, unpack_gptq
+
+        if name not in self._recent:
+            p = self._packed[name]
+            self._recent[name] = unpack_awq(p["qweight"], p["qzeros"], p["scales"], self.spec) \
+                if self.spec.method == "awq" else \
+                unpack_gptq(p["qweight"], p["qzeros"], p["scales"], p.get("g_idx"), self.spec)
+            while len(self._recent) > 3:
+                self._recent.pop(next(iter(self._recent)))
+        return self._recent[name]
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        from .hf_quant import dequantize
+
+        if name in self._dense:
+            return self._dense[name]
+        return dequantize(self._unpacked(name))
+
+    def __iter__(self):
+        return iter([*self._dense, *self._packed])
+
+    def __len__(self) -> int:
+        return len(self._dense) + len(self._packed)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._dense or name in self._packed
+
+    def grid(self, name: str):
+        if name not in self._packed:
+            return None
+        q, scale, lo, _ = self._unpacked(name)
+        return q, scale, lo, 4
+
+    def input_perm(self, name: str):
+        return self._unpacked(name)[3] if name in self._packed else None
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name in self._dense:
+            return tuple(self._dense[name].shape)
+        p = self._packed[name]
+        return (p["scales"].shape[1], p["qweight"].shape[0] * (8 if self.spec.method == "gptq" else 1))
+
+    def numel(self, name: str) -> int:
+        shape = self.shape(name)
+        return shape[0] * (shape[1] if len(shape) > 1 else 1)
+
+    def qtype(self, name: str) -> str:
+        return "Q4_1" if name in self._packed else "F32"     # 4 bits, a step and a minimum per block
+
+
+def _hf_to_gguf(folder: Path, config: ModelConfig, tensors: dict, check_only: bool = False):
+    """HF names -> GGUF names (float32 values); with check_only, the one GGUF name of a single tensor."""
+    layer_names = dict(_GEMMA2_LAYER_NAMES if config.sandwich_norms else _HF_LAYER_NAMES)
+    layer_names.update({"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_gate_up.weight"})
+    out = {}
+    for name, t in tensors.items():
+        if name.endswith(_IGNORED_SUFFIXES):
+            continue
+        if name in _HF_GLOBAL_NAMES:
+            if check_only:
+                return _HF_GLOBAL_NAMES[name]
+            out[_HF_GLOBAL_NAMES[name]] = t.float()
+            continue
+        parts = name.split(".")  # model.layers.{i}.{rest}
+        rest = ".".join(parts[3:])
+        if len(parts) > 3 and parts[:2] == ["model", "layers"] and rest in layer_names:
+            gguf = f"blk.{parts[2]}.{layer_names[rest]}"
+            if check_only:
+                if gguf.endswith(("attn_qkv.weight", "ffn_gate_up.weight")):
+                    raise UnsupportedModelError(f"{folder}: fused quantized projection {name!r} is not supported")
+                return gguf
+            out.update(_split_fused(gguf, t.float(), config))
+            continue
+        raise UnsupportedModelError(f"{folder}: tensor {name!r} is not part of the {config.architecture} layout "
+                                    "sglite computes; it would be ignored")
+    return out
+
+
 def load_config_and_weights(path: Path) -> tuple[ModelConfig, "Mapping[str, torch.Tensor]"]:
     """The config and the weights under GGUF names: a dict of float32 tensors (an HF folder), or a GGUF file's
     lazy GGUFTensors (each dequantized when read; exact block grids where the type has them)."""
     if path.is_dir():
         config = config_from_hf(path)
+        quant = json.loads((path / "config.json").read_text()).get("quantization_config")
+        if quant:
+            from .hf_quant import QuantSpec
+            return config, HFQuantTensors(path, config, QuantSpec.from_config(quant, str(path)))
         return config, weights_from_hf(path, config)
     from .gguf_loader import open_gguf
 

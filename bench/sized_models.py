@@ -21,9 +21,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-# this folder holds a kernels.py, which would shadow the `kernels` package transformers imports
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
 CACHE = Path(os.environ.get("SGLITE_SIZED_DIR", Path.home() / ".cache" / "sglite" / "sized"))
 LLAMACPP = Path(os.environ.get("LLAMACPP_BIN_DIR", Path.home() / ".cache" / "sglite" / "llama.cpp" / "bin"))
 
@@ -127,6 +124,8 @@ def write_checkpoint(s: Shape, folder: Path, seed: int = 0) -> None:
 
 def write_tokenizer(folder: Path) -> None:
     """SmolLM2's tokenizer (tokenizer.json and its config), read from the bundled GGUF by transformers."""
+    # this folder holds a kernels.py, which would shadow the `kernels` package transformers imports
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
     from transformers import AutoTokenizer
 
     from sglite.runtime.model_source import resolve_model_path

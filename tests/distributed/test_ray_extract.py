@@ -91,6 +91,6 @@ def test_a_replica_killed_mid_job_loses_nothing(tmp_path, ray_runtime):
     assert lines_at_kill and lines_at_kill[0] < n_docs, "the kill landed mid-job"
     lines = output_lines(tmp_path)
     assert sorted(x["id"] for x in lines) == [f"d{i:02d}" for i in range(n_docs)]   # each id exactly once
-    assert all(set(x) == {"id", "record", "spans"} for x in lines), [x for x in lines if "error" in x]
+    assert all(set(x) - {"confidence"} == {"id", "record", "spans"} for x in lines), [x for x in lines if "error" in x]
     assert ray_runtime.dispatcher.retried > retried     # the dead replica's unfinished documents ran again
     assert ray_runtime.pool.slots[0].generation == 1   # the pool started a replica in the dead one's place

@@ -28,4 +28,4 @@ def test_driver_killed_then_resume_gives_each_id_once(tmp_path, ray_cluster, tin
     lines = output_lines(tmp_path)
     assert sorted(x["id"] for x in lines) == [f"d{i:02d}" for i in range(N_DOCS)]   # each id exactly once
     assert lines[:len(done)] == done                                                # nothing rewritten
-    assert all(set(x) == {"id", "record", "spans"} for x in lines)
+    assert all(set(x) - {"confidence"} == {"id", "record", "spans"} for x in lines)

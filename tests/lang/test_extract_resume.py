@@ -57,7 +57,7 @@ def test_sigkill_then_resume_gives_each_id_once(tmp_path, tiny_runtime):
     assert sorted(ids) == [f"d{i:02d}" for i in range(N_DOCS)], ids          # each id exactly once
     assert lines[:len(done)] == done                                          # nothing finished was rewritten
     for x in lines:
-        assert set(x) in ({"id", "record", "spans"}, {"id", "record", "error", "raw"})
+        assert set(x) - {"confidence"} in ({"id", "record", "spans"}, {"id", "record", "error", "raw"})
         assert (x["record"] is None) == ("error" in x)
 
 
@@ -72,4 +72,4 @@ def test_extract_through_a_server_with_url(tmp_path, tiny_runtime):
         assert main(args + ["--url", server.url]) == 0
     lines = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text().splitlines()]
     assert sorted(x["id"] for x in lines) == [f"d{i:02d}" for i in range(N_DOCS)]
-    assert all(set(x) == {"id", "record", "spans"} for x in lines)
+    assert all(set(x) - {"confidence"} == {"id", "record", "spans"} for x in lines)

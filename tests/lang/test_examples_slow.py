@@ -49,7 +49,8 @@ def test_financial_extraction_outputs_validate(rt, tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [line["id"] for line in lines] == [d["id"] for d in docs]
     for line, r in zip(lines, job["results"]):
-        assert set(line) == {"id", "record"} and line["record"] == r["record"]   # the id is not in the record
+        assert set(line) == {"id", "record", "confidence"} and line["record"] == r["record"]   # id not in the record
+        assert set(line["confidence"]) >= {"/company", "/eps"} and all(0 <= p <= 1 for p in line["confidence"].values())
 
 
 def test_select_classification(rt):

@@ -92,23 +92,9 @@ def weights_from_hf(folder: Path, config: ModelConfig | None = None) -> dict[str
     files = _safetensors_files(folder)
     if not files:
         raise FileNotFoundError(f"model folder {str(folder)!r} has no *.safetensors files")
-    layer_names = dict(_GEMMA2_LAYER_NAMES if config.sandwich_norms else _HF_LAYER_NAMES)
-    layer_names.update({"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_gate_up.weight"})
     out = {}
     for f in files:
-        for name, t in load_file(str(f)).items():
-            if name.endswith(_IGNORED_SUFFIXES):
-                continue
-            if name in _HF_GLOBAL_NAMES:
-                out[_HF_GLOBAL_NAMES[name]] = t.float()
-                continue
-            parts = name.split(".")  # model.layers.{i}.{rest}
-            rest = ".".join(parts[3:])
-            if len(parts) > 3 and parts[:2] == ["model", "layers"] and rest in layer_names:
-                out.update(_split_fused(f"blk.{parts[2]}.{layer_names[rest]}", t.float(), config))
-                continue
-            raise UnsupportedModelError(f"{folder}: tensor {name!r} in {f.name} is not part of the "
-                                        f"{config.architecture} layout sglite computes; it would be ignored")
+        out.update(_hf_to_gguf(folder, config, load_file(str(f)), where=f" in {f.name}"))
     return out
 
 
@@ -196,7 +182,7 @@ class HFQuantTensors(Mapping):
         return "Q4_1" if name in self._packed else "F32"     # 4 bits, a step and a minimum per block
 
 
-def _hf_to_gguf(folder: Path, config: ModelConfig, tensors: dict, check_only: bool = False):
+def _hf_to_gguf(folder: Path, config: ModelConfig, tensors: dict, check_only: bool = False, where: str = ""):
     """HF names -> GGUF names (float32 values); with check_only, the one GGUF name of a single tensor."""
     layer_names = dict(_GEMMA2_LAYER_NAMES if config.sandwich_norms else _HF_LAYER_NAMES)
     layer_names.update({"self_attn.qkv_proj.weight": "attn_qkv.weight", "mlp.gate_up_proj.weight": "ffn_gate_up.weight"})
@@ -219,8 +205,8 @@ def _hf_to_gguf(folder: Path, config: ModelConfig, tensors: dict, check_only: bo
                 return gguf
             out.update(_split_fused(gguf, t.float(), config))
             continue
-        raise UnsupportedModelError(f"{folder}: tensor {name!r} is not part of the {config.architecture} layout "
-                                    "sglite computes; it would be ignored")
+        raise UnsupportedModelError(f"{folder}: tensor {name!r}{where} is not part of the {config.architecture} "
+                                    "layout sglite computes; it would be ignored")
     return out
 
 

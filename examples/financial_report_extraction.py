@@ -6,8 +6,9 @@
 Every program shares the same instructions and few-shot turns; run_batch prefills that prefix once, then the
 engine batches all the extractions together. Each output is constrained by the pydantic schema's JSON Schema,
 so it parses and validates, and its grounded fields (GROUNDED) come from the report itself: the company a
-verbatim span of it, the figures numbers it writes (read in millions, billions or 亿; a loss may be written
-without its sign). `--plain` generates every field freely under the schema alone."""
+verbatim span of it, the period and currency among those it names, the figures numbers it writes, each read
+in the unit and sign its place in the text gives. `--plain` generates every field freely under the schema
+alone."""
 from __future__ import annotations
 
 import argparse
@@ -40,14 +41,21 @@ class FinancialReport(BaseModel):
 
 
 # fields taken from the report, the source named "document" (sglite/grounding.py; `sglite extract` gives each
-# input document under that name): the values the model may write are those the text holds
-_UNITS = {"source": "document", "scales": [1, 1000, 100, 0.01]}   # millions, billions, 亿 (1e8), 万 (1e4)
+# input document under that name): the values the model may write are those the text holds. A figure is read
+# where it stands: in the unit written after it (the field is in millions: `1.92 billion` is 1920, `58.62亿` 5862)
+# and negative where its clause says so (`a net loss of`, `同比下降`), so the model points and Python multiplies.
+_UNITS = {"million": 1, "mn": 1, "m": 1, "billion": 1000, "bn": 1000, "thousand": 0.001, "亿": 100, "万": 0.01}
+_LOSS = ["loss", "losses", "亏损"]
+_DOWN = ["down", "decline", "declined", "declining", "decrease", "decreased", "fell", "falling", "lower", "下降",
+         "减少", "下滑"]
 GROUNDED = {
     "company": {"x-sglite-span": "document"},
-    "revenue": {"x-sglite-number": _UNITS},
-    "net_income": {"x-sglite-number": {**_UNITS, "negate": True}},
-    "eps": {"x-sglite-number": "document"},
-    "revenue_growth_pct": {"x-sglite-number": {"source": "document", "negate": True}},
+    "period": {"x-sglite-term": {"source": "document", "kind": "period", "fallback": "free"}},
+    "currency": {"x-sglite-term": {"source": "document", "kind": "currency", "fallback": "free"}},
+    "revenue": {"x-sglite-number": {"source": "document", "units": _UNITS}},
+    "net_income": {"x-sglite-number": {"source": "document", "units": _UNITS, "negative_words": _LOSS}},
+    "eps": {"x-sglite-number": {"source": "document", "negative_words": _LOSS}},
+    "revenue_growth_pct": {"x-sglite-number": {"source": "document", "negative_words": _DOWN}},
 }
 
 

@@ -4,11 +4,16 @@
     eps: float = Field(json_schema_extra={"x-sglite-number": "report"})     # a number the report writes
     revenue: float = Field(json_schema_extra={"x-sglite-number": {"source": "report", "scales": [1, 1000]}})
                                                   # as written, or a written one read in thousands (billions)
+    period: str = Field(json_schema_extra={"x-sglite-term": {"source": "report", "kind": "period"}})
+                                                  # one of the periods the report names (`Q3 2024`), as enum
     sgl.gen("record", json_schema=FinancialReport, sources={"report": text})
 
 `resolve_sources` replaces each name by {"text": <the source>} before the schema leaves the program, so the
 compiled grammar (cached per schema text) is cached per document, and a server or the engine needs nothing
-but the schema. The runtime builds the constraint (runtime/constrained/automata/grounding.py)."""
+but the schema. The runtime builds the constraint (runtime/constrained/automata/grounding.py). A term field
+is resolved here instead, into a plain `enum` of the terms the source names (document_terms.py), so any
+server enforces it; where the source names none, `"fallback": "free"` leaves the field to its other keywords,
+and without it that is an error naming the field."""
 from __future__ import annotations
 
 import json
@@ -16,10 +21,16 @@ from typing import Any, Mapping
 
 from .protocol import RequestError
 
-GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number")
+GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number", "x-sglite-term")
+TERM = "x-sglite-term"          # on a string: one of the terms of a kind the source names (resolved to enum)
+TERM_KINDS = ("period", "currency")
 
 
 _DROP = object()     # what a `_rewrite` visitor returns to remove the keyword
+
+
+class _Into(dict):
+    """What a `_rewrite` visitor returns to replace the keyword by these keywords of the same schema object."""
 
 
 def uses_sources(schema: Any) -> bool:
@@ -61,13 +72,15 @@ def resolve_sources(schema: Any, sources: Mapping[str, str]) -> Any:
         if not sources[name].strip():
             raise RequestError("sources", "invalid_value", f"{k} at {ptr}: source {name!r} is empty")
         used.add(name)
+        if k == TERM:
+            return _term_enum(node, v, sources[name], ptr)
         return {"text": sources[name], **({x: y for x, y in v.items() if x != "source"} if isinstance(v, dict)
                                           else {})}
 
     out = _rewrite(schema, "#", resolve)
     if not used:
-        raise RequestError("sources", "invalid_value", "sources given, but the schema has no x-sglite-span or "
-                           "x-sglite-number field naming one of them")
+        raise RequestError("sources", "invalid_value", "sources given, but the schema has no x-sglite-span, "
+                           "x-sglite-number or x-sglite-term field naming one of them")
     return out
 
 
@@ -79,7 +92,9 @@ def without_sources(schema: Any, allowed: set[str]) -> Any:
         if name is not None and name not in allowed:
             raise RequestError("sources", "invalid_value", f"{k} at {ptr} names the source {name!r}; this job "
                                f"gives {sorted(allowed)}")
-        want = ("string",) if k == "x-sglite-span" else ("number", "integer")
+        if k == TERM:
+            _term_options(v, ptr)
+        want = ("number", "integer") if k == "x-sglite-number" else ("string",)
         if node.get("type") not in want:
             raise RequestError("sources", "invalid_value", f"{k} at {ptr} is only for a schema of type "
                                f"{' or '.join(want)}")
@@ -96,13 +111,41 @@ def _rewrite(node: Any, ptr: str, visit) -> Any:
         return [_rewrite(x, f"{ptr}/{i}", visit) for i, x in enumerate(node)]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out, into = {}, {}
     for k, v in node.items():
         if k in GROUNDING_KEYWORDS:
             name = v if isinstance(v, str) else v.get("source") if isinstance(v, dict) else None
             v = visit(node, k, v, name, ptr)
-            if v is not _DROP:
+            if isinstance(v, _Into):
+                into.update(v)
+            elif v is not _DROP:
                 out[k] = v
         else:
             out[k] = _rewrite(v, f"{ptr}/{k.replace('~', '~0').replace('/', '~1')}", visit)
+    out.update(into)
     return out
+
+
+def _term_options(v: Any, ptr: str) -> tuple[str, bool]:
+    """(kind, free fallback) of an `x-sglite-term` value; RequestError("sources") naming `ptr` if malformed."""
+    if not (isinstance(v, dict) and set(v) <= {"source", "kind", "fallback"} and v.get("kind") in TERM_KINDS
+            and v.get("fallback", "error") in ("error", "free")):
+        raise RequestError("sources", "invalid_value", f"{TERM} at {ptr} must be {{\"source\": name, \"kind\": "
+                           f"{' or '.join(map(repr, TERM_KINDS))}, optional \"fallback\": \"free\"}}, got {v!r:.80}")
+    return v["kind"], v.get("fallback") == "free"
+
+
+def _term_enum(node: dict, v: Any, text: str, ptr: str) -> "_Into":
+    """The keywords an `x-sglite-term` becomes: `enum` of the terms `text` names that the node's own `enum`
+    (if any) allows; none left: nothing (fallback free) or RequestError naming `ptr`."""
+    from .document_terms import document_currencies, document_periods
+    kind, free = _term_options(v, ptr)
+    terms = (document_periods if kind == "period" else document_currencies)(text)
+    if "enum" in node:
+        terms = [t for t in terms if t in node["enum"]]
+    if terms:
+        return _Into(enum=terms)
+    if free:
+        return _Into()
+    raise RequestError("sources", "invalid_value", f"{TERM} at {ptr}: the source names no {kind} (add "
+                       f"\"fallback\": \"free\" to generate the field then)")

@@ -56,7 +56,7 @@ def test_bad_sources_fail_in_gen(sources, match):
 def test_sources_need_a_schema_that_uses_them():
     with pytest.raises(RequestError, match="no json_schema"):
         sgl.gen("r", sources={"report": REPORT})
-    with pytest.raises(RequestError, match="no x-sglite-span or x-sglite-number"):
+    with pytest.raises(RequestError, match="no x-sglite-span, x-sglite-number or x-sglite-term"):
         sgl.gen("r", json_schema={"type": "string"}, sources={"report": REPORT})
 
 

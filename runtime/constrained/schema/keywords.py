@@ -21,7 +21,11 @@ STANDARD_FORMATS = {"date-time", "date", "time", "duration", "email", "idn-email
 # {"text": ...} before the schema is compiled (sglite.grounding.resolve_sources)
 SPAN = "x-sglite-span"          # on a string: a verbatim span of the text
 WRITTEN = "x-sglite-number"     # on a number or integer: one of the numbers the text writes, as written
+TERM = "x-sglite-term"          # resolved before compiling (sglite.grounding: an enum); here only refused
 GROUNDING = {SPAN: "string", WRITTEN: "number"}
+# WRITTEN's options: read in any of `scales` and, with `negate`, negated (the model picks); or read in place, by the
+# unit word after the number (`units`: word -> factor) and the words of its clause (`negative_words`)
+WRITTEN_OPTIONS = ("scales", "negate", "units", "negative_words")
 
 
 def check_supported(schema: dict, ptr: str) -> None:
@@ -29,6 +33,9 @@ def check_supported(schema: dict, ptr: str) -> None:
     for k in schema:
         if k in UNSUPPORTED:
             raise UnsupportedSchemaError(k, ptr)
+        if k == TERM:
+            raise UnsupportedSchemaError(k, ptr, "a term field becomes an enum when the program resolves its "
+                                         "source (gen(..., sources=...), a server's sources field)")
         if k in GROUNDING:
             types = type_kinds(type_list(schema.get("type", [])))
             if types != {GROUNDING[k]}:
@@ -39,7 +46,7 @@ def check_supported(schema: dict, ptr: str) -> None:
 
 def source_text(schema: dict, keyword: str, ptr: str) -> str | None:
     """The source text of grounding `keyword` in `schema` (None: not there). Raises GrammarError naming the
-    field when it is not resolved ({"text": non-empty str}, plus `written_options`' keys for WRITTEN)."""
+    field when it is not resolved ({"text": non-empty str}, plus WRITTEN_OPTIONS for WRITTEN)."""
     if keyword not in schema:
         return None
     v = schema[keyword]
@@ -47,10 +54,11 @@ def source_text(schema: dict, keyword: str, ptr: str) -> str | None:
         name = v if isinstance(v, str) else v["source"]
         raise GrammarError(f"{keyword} at {ptr} names the source {name!r}, which was not given: pass its text "
                            f"(gen(..., sources={{{name!r}: text}}))")
-    allowed = {"text"} | ({"scales", "negate"} if keyword == WRITTEN else set())
+    allowed = {"text"} | (set(WRITTEN_OPTIONS) if keyword == WRITTEN else set())
     if not (isinstance(v, dict) and "text" in v and set(v) <= allowed and isinstance(v["text"], str)):
         raise GrammarError(f"{keyword} at {ptr} must be a source name or {{\"text\": str}}"
-                           f"{' with optional scales, negate' if keyword == WRITTEN else ''}, got {v!r:.80}")
+                           f"{' with optional ' + ', '.join(WRITTEN_OPTIONS) if keyword == WRITTEN else ''}, "
+                           f"got {v!r:.80}")
     if not v["text"].strip():
         raise GrammarError(f"{keyword} at {ptr}: the source text is empty")
     return v["text"]
@@ -63,12 +71,37 @@ def written_options(schema: dict, ptr: str) -> tuple[tuple, bool]:
     v = schema[WRITTEN]
     scales = v.get("scales", [1])
     if not (isinstance(scales, list) and scales and
-            all(isinstance(k, (int, float)) and not isinstance(k, bool) and k > 0 for k in scales)):
+            all(_positive(k) for k in scales)):
         raise GrammarError(f"{WRITTEN} at {ptr}: scales must be a non-empty list of positive numbers, got "
                            f"{scales!r:.80}")
     if not isinstance(v.get("negate", False), bool):
         raise GrammarError(f"{WRITTEN} at {ptr}: negate must be true or false")
     return tuple(scales), v.get("negate", False)
+
+
+def reading_options(schema: dict, ptr: str) -> tuple[dict, tuple] | None:
+    """(units, negative_words) of a resolved WRITTEN keyword that reads its numbers in place (None: it has
+    neither). Raises GrammarError naming the option that is malformed or mixed with scales/negate."""
+    v = schema[WRITTEN]
+    if "units" not in v and "negative_words" not in v:
+        return None
+    mixed = [k for k in ("scales", "negate") if k in v]
+    if mixed:
+        raise GrammarError(f"{WRITTEN} at {ptr}: {mixed[0]} (the model picks the reading) cannot be combined "
+                           "with units/negative_words (the text's words pick it)")
+    units = v.get("units", {})
+    if not (isinstance(units, dict) and all(isinstance(w, str) and w.strip() and _positive(k)
+                                            for w, k in units.items())):
+        raise GrammarError(f"{WRITTEN} at {ptr}: units must map unit words to positive factors, got "
+                           f"{units!r:.80}")
+    words = v.get("negative_words", [])
+    if not (isinstance(words, list) and all(isinstance(w, str) and w.strip() for w in words)):
+        raise GrammarError(f"{WRITTEN} at {ptr}: negative_words must be a list of words, got {words!r:.80}")
+    return units, tuple(words)
+
+
+def _positive(k: Any) -> bool:
+    return isinstance(k, (int, float)) and not isinstance(k, bool) and k > 0
 
 
 def constraints(schema: dict, *drop: str) -> dict:

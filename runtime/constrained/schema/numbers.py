@@ -14,7 +14,7 @@ from typing import Optional
 from ..automata import rx
 from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
-from ..automata.grounding import written_numbers
+from ..automata.grounding import read_numbers, written_numbers
 from ..automata.digit_range import digits_of, integer_range_fsm, number_range_fsm
 from ..automata.intersect import intersect
 from ..automata.json_numbers import (INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound,
@@ -22,7 +22,7 @@ from ..automata.json_numbers import (INTEGER, NUMBER, integer_with_exponent, mul
 from ..automata.number_spellings import with_exponents
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
-from .keywords import WRITTEN, source_text, written_options
+from .keywords import WRITTEN, reading_options, source_text, written_options
 from .lowerer import Lowerer
 from .standard import valid
 
@@ -34,18 +34,27 @@ MAX_PRODUCT_STATES = 60_000  # a bounded range times multipleOf's remainders (10
 def lower_written(sc: Lowerer, s: dict, ptr: str, integer: bool) -> int:
     """A number under `x-sglite-number`: one of the numbers its source text writes, as written, or read with
     one of its scales (a unit) and, where allowed, negated (the value then written plainly: 1.28 read in
-    thousands is 1280), that satisfies the schema's other keywords (an integer schema: the whole ones)."""
+    thousands is 1280), or, with `units`/`negative_words`, each read as its place in the text says
+    (grounding.read_numbers); in every case one that satisfies the schema's other keywords (an integer schema:
+    the whole ones)."""
     text = source_text(s, WRITTEN, ptr)
-    scales, negate = written_options(s, ptr)
     rest = {k: v for k, v in s.items() if k != WRITTEN}
+    reading = reading_options(s, ptr)
+    if reading is not None:
+        spellings = [_plain(v) for v in read_numbers(text, *reading)]
+    else:
+        scales, negate = written_options(s, ptr)
+        spellings = []
+        for w in written_numbers(text):
+            for k in scales:
+                for sign in ((1, -1) if negate else (1,)):
+                    v = Decimal(w) * Decimal(repr(k) if isinstance(k, float) else k) * sign
+                    spellings.append(w if (k == 1 and sign == 1) else _plain(v))
     ok: dict[str, None] = {}
-    for w in written_numbers(text):
-        for k in scales:
-            for sign in ((1, -1) if negate else (1,)):
-                v = Decimal(w) * Decimal(repr(k) if isinstance(k, float) else k) * sign
-                spelled = w if (k == 1 and sign == 1) else _plain(v)
-                if (not integer or v == v.to_integral_value()) and valid(sc.doc, rest, json.loads(spelled), ptr):
-                    ok[spelled] = None
+    for spelled in spellings:
+        v = Decimal(spelled)
+        if (not integer or v == v.to_integral_value()) and valid(sc.doc, rest, json.loads(spelled), ptr):
+            ok[spelled] = None
     if not ok:
         raise GrammarError(f"{WRITTEN} at {ptr}: the source text writes no number the schema allows")
     return sc.lex(rx.words(list(ok)), " | ".join(ok))

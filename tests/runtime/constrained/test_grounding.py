@@ -96,3 +96,51 @@ def test_a_source_past_the_limit_is_refused_by_name(compiler):
     from sglite.runtime.constrained.automata.grounding import MAX_SOURCE_CHARS
     with pytest.raises(GrammarError, match="more than the 8,000 a span constraint takes; split the document"):
         compiler.compile_json_schema(span({}, "x" * (MAX_SOURCE_CHARS + 1)))
+
+
+UNITS = {"million": 1, "m": 1, "billion": 1000, "亿": 100, "万": 0.01}
+
+
+def test_numbers_are_read_where_they_stand():
+    from decimal import Decimal
+
+    from sglite.runtime.constrained.automata.grounding import read_numbers
+    text = ("Revenue of $1.92 billion, down 7%; a net loss of $12.4 million, or -$0.19 per share. 营业收入58.62亿元，"
+            "同比下降3.1%；每股亏损0.09元，5,000万元. Revenue $412.6m over 12 months, 4% lower than last year.")
+    got = read_numbers(text, UNITS, ["loss", "亏损", "down", "lower", "下降"])
+    assert got == [Decimal(x) for x in ["1920", "-7", "-12.4", "-0.19", "5862", "-3.1", "-0.09", "50", "412.6",
+                                        "12", "-4"]]
+    # no words: each as written, once; `millions` is a plural of the unit, `mine` no unit at all
+    assert read_numbers("3 millions, 3 mine, 3", UNITS, []) == [Decimal(3)]
+    assert read_numbers("a loss of 2 and -2", {}, ["loss"]) == [Decimal(-2)]     # the written minus is not doubled
+
+
+def test_a_number_read_in_place_is_the_only_reading(tokenizer, compiler):
+    doc = "营业收入58.62亿元；净亏损1.28亿元。Revenue rose to $1.92 billion; EPS $0.35."
+    g = compiler.compile_json_schema({"type": "number", "x-sglite-number": {
+        "text": doc, "units": UNITS, "negative_words": ["亏损"]}})
+    for v in ["5862", "-128", "1920", "0.35"]:
+        assert feed(tokenizer, g, v), v
+    for v in ["58.62", "1.28", "128", "1.92", "35", "-0.35"]:
+        assert not feed(tokenizer, g, v), v
+    g = compiler.compile_json_schema({"type": "number", "minimum": 0, "x-sglite-number": {
+        "text": doc, "units": UNITS, "negative_words": ["亏损"]}})
+    assert not feed(tokenizer, g, "-128") and feed(tokenizer, g, "5862")          # the schema's keywords hold
+
+
+@pytest.mark.parametrize("option,match", [
+    ({"units": {"亿": 0}}, "units must map unit words to positive factors"),
+    ({"units": {"亿": 100}, "scales": [1]}, "scales .* cannot be combined with units/negative_words"),
+    ({"negative_words": "loss"}, "negative_words must be a list of words"),
+])
+def test_bad_readings_are_refused_by_name(compiler, option, match):
+    with pytest.raises(GrammarError, match=match) as e:
+        compiler.compile_json_schema({"type": "object", "properties": {"revenue": {
+            "type": "number", "x-sglite-number": {"text": "1.5 亿", **option}}}})
+    assert "#/properties/revenue" in str(e.value)
+
+
+def test_an_unresolved_term_field_is_refused(compiler):
+    with pytest.raises(UnsupportedSchemaError, match="x-sglite-term.*#/properties/period.*becomes an enum"):
+        compiler.compile_json_schema({"type": "object", "properties": {"period": {
+            "type": "string", "x-sglite-term": {"source": "document", "kind": "period"}}}})

@@ -42,7 +42,8 @@ from sglite.extract.evaluation import sign_test_p
 DATA = Path(__file__).resolve().parent.parent / "examples" / "data"
 GOLD_PATH = DATA / "reports_gold.jsonl"
 GOLD_FILES = {"bundled": "reports_gold.jsonl",                     # report set -> its gold file in DATA
-              "synthetic": "synthetic_reports_gold.jsonl"}        # (bench/synthetic_reports.py writes it)
+              "synthetic": "synthetic_reports_gold.jsonl",        # (bench/synthetic_reports.py writes it)
+              "formats": "format_reports_gold.jsonl"}             # tables, several periods, restated, 5 languages
 NUMBER_FIELDS = ("revenue", "net_income", "eps", "revenue_growth_pct")
 GOLD_FIELDS = ("company", "period", "currency") + NUMBER_FIELDS
 REL_TOL, ABS_TOL = 0.005, 0.005

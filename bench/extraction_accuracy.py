@@ -17,7 +17,9 @@ without them (the schema alone, as llama.cpp gets it).
 
 Report sets (`--sets`): "bundled", the 20 hand-written reports (examples/data/reports.jsonl, gold
 reports_gold.jsonl); "synthetic", 80 generated ones whose gold values are known by construction
-(bench/synthetic_reports.py writes examples/data/synthetic_reports{,_gold}.jsonl).
+(bench/synthetic_reports.py writes examples/data/synthetic_reports{,_gold}.jsonl); "formats", 16 hand-written
+ones in other layouts (tables in text, key-value lists, several periods, restated figures) and languages
+(German, French, Spanish, Japanese, Chinese with HK dollars; examples/data/format_reports{,_gold}.jsonl).
 
 `--dry` runs each sglite mode under several defaults for JSON-schema DRY (the job's gen sets none, so the engine's
 default applies): "default" is the engine as shipped; "M" sets the default multiplier to M (0: off); "M+nc" also
@@ -55,7 +57,8 @@ from sglite.extract.inputs import id_key  # noqa: E402
 MODES = ("compact", "standard", "flexible", "any")
 RULES = {"company": company_matches, "period": period_matches, "currency": same_exact}   # numbers: eval's default
 SETS = {"bundled": ("reports.jsonl", GOLD_FILES["bundled"]),
-        "synthetic": ("synthetic_reports.jsonl", GOLD_FILES["synthetic"])}
+        "synthetic": ("synthetic_reports.jsonl", GOLD_FILES["synthetic"]),
+        "formats": ("format_reports.jsonl", GOLD_FILES["formats"])}
 BREAKER_SETS = {"nc": ("\n", ":"), "ll": ("\n", ":", '"', "*")}
 
 

@@ -44,10 +44,11 @@ class FinancialReport(BaseModel):
 # input document under that name): the values the model may write are those the text holds. A figure is read
 # where it stands: in the unit written after it (the field is in millions: `1.92 billion` is 1920, `58.62亿` 5862)
 # and negative where its clause says so (`a net loss of`, `同比下降`), so the model points and Python multiplies.
-_UNITS = {"million": 1, "mn": 1, "m": 1, "billion": 1000, "bn": 1000, "thousand": 0.001, "亿": 100, "万": 0.01}
-_LOSS = ["loss", "losses", "亏损"]
+_UNITS = {"million": 1, "mn": 1, "m": 1, "billion": 1000, "bn": 1000, "thousand": 0.001, "亿": 100, "億": 100,
+          "万": 0.01, "兆": 1_000_000, "Mio.": 1, "Mrd.": 1000, "millones": 1, "mil millones": 1000, "milliard": 1000}
+_LOSS = ["loss", "losses", "亏损", "損失", "赤字", "Verlust", "perte", "pérdida"]
 _DOWN = ["down", "decline", "declined", "declining", "decrease", "decreased", "fell", "falling", "lower", "下降",
-         "减少", "下滑"]
+         "减少", "下滑", "減", "Rückgang", "baisse", "menos"]
 GROUNDED = {
     "company": {"x-sglite-span": "document"},
     "period": {"x-sglite-term": {"source": "document", "kind": "period", "fallback": "free"}},

@@ -4,7 +4,7 @@
 2 len(text) - 1 states, built in one pass); lowered like any string content (dfa_lowering.py), so a JSON string
 under it writes a verbatim span of the text, in any tokenisation, with JSON's escapes where the text needs them.
 `written_numbers(text)`: the numbers the text writes, as written (`1.12`, `318.4`, `-3`), the thousands
-separators of `1,284.5` dropped, each a JSON number spelling. `read_numbers(text, units, negative_words)`: each
+separators of `1,284.5` dropped, each a JSON number spelling (a text with decimal commas, `4,8 Mrd.`, read so). `read_numbers(text, units, negative_words)`: each
 written number as the text reads it where it stands: times the factor of the unit word right after it
 (`126.40亿` -> 12640 for a field in millions) and negative where its clause says so (`a net loss of $12.4
 million` -> -12.4), so the model points at a number and the arithmetic is done here."""
@@ -18,8 +18,17 @@ from .charfsm import CharFSM, make_ranges
 
 MAX_SOURCE_CHARS = 8_000     # a source text's characters (its automaton: ~2 states each, a dense byte table)
 _NUMBER = re.compile(r"(?<![A-Za-z0-9.])(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?![0-9])")
-# where a number's clause begins: the last of these before it (a sentence's full stop needs a space after it)
-_CLAUSE_END = re.compile(r"[,;\n，；。、()（）]|\.\s")
+# the same with a decimal comma, thousands by `.` or a (thin, no-break) space: `4,8 Mrd.`, `5.640`, `1 284,5`
+_NUMBER_COMMA = re.compile(r"(?<![A-Za-z0-9.,])(-?)([0-9]{1,3}(?:[. \u00a0\u202f][0-9]{3})+|[0-9]+)(,[0-9]+)?"
+                           r"(?![0-9])")
+# a text writes decimal commas when it has `d,d` or `d,dd` and no `d.d` / `d.dd` (`1,284.5` has neither)
+_COMMA_DECIMAL = re.compile(r"(?<![0-9,.])[0-9]{1,3},[0-9]{1,2}(?![0-9])")
+_POINT_DECIMAL = re.compile(r"[0-9]\.[0-9]{1,2}(?![0-9])")
+# where a number's clause begins: the last of these before it (a sentence's full stop needs a space after it;
+# a comma between digits is the number's own)
+_CLAUSE_END = re.compile(r"[;\n，；。、()（）]|,(?![0-9])|\.\s")
+# a number in brackets by itself, the accountants' minus: `(41.7)`, `($0.28)`
+_BRACKETED = (re.compile(r"\(\s*(?:[A-Z]{0,3}\$|[£€¥￥]|[A-Z]{3}\s?)?\s*$"), re.compile(r"\s*\)"))
 # a minus written before a currency: `-$0.19`, `-EUR 3.1`, `−¥2`
 _MINUS_BEFORE = re.compile(r"[-−]\s*(?:[A-Z]{0,3}\$|[£€¥￥]|[A-Z]{3}\s?)\s*$")
 
@@ -68,12 +77,16 @@ def written_numbers(text: str) -> list[str]:
     """The numbers `text` writes, in order of first appearance, each once: digits with an optional fraction
     and the minus sign written right before them, thousands separators removed, as JSON number spellings (a
     leading zero only before the point: `05` is read as `5`)."""
-    return list(dict.fromkeys(_spelling(m) for m in _NUMBER.finditer(text)))
+    return list(dict.fromkeys(spelled for _, spelled in _numbers(text)))
 
 
-def _spelling(m: re.Match) -> str:
-    sign, whole, frac = m.group(1), m.group(2).replace(",", ""), m.group(3) or ""
-    return sign + (whole.lstrip("0") or "0") + frac
+def _numbers(text: str):
+    """(match, JSON spelling) of each number `text` writes: a text that writes decimal commas (`4,8`, and no
+    `4.8`) is read that way throughout, its `.` and spaces between digit groups thousands separators."""
+    comma = _COMMA_DECIMAL.search(text) and not _POINT_DECIMAL.search(text)
+    for m in (_NUMBER_COMMA if comma else _NUMBER).finditer(text):
+        sign, whole, frac = m.group(1), re.sub(r"[^0-9]", "", m.group(2)), (m.group(3) or "").replace(",", ".")
+        yield m, sign + (whole.lstrip("0") or "0") + frac
 
 
 def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence[str]) -> list[Decimal]:
@@ -81,16 +94,17 @@ def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence
     (as `written_numbers`) times `units[word]` for the unit word that follows it (spaces between; a Latin word
     whole, case-insensitive, an `s` plural allowed; the longest that fits; none: 1), negated when its clause
     (the text between the `,;()`, line breaks or full stops around it, and their CJK forms) holds one of
-    `negative_words` (Latin words whole, case-insensitive: `a net loss of 12.4`, `4% lower than`) or a minus
-    stands before its currency (`-$0.19`). A written minus is kept, never doubled."""
+    `negative_words` (Latin words whole, case-insensitive: `a net loss of 12.4`, `4% lower than`), a minus
+    stands before its currency (`-$0.19`) or, where negative words are given, it stands in brackets by itself
+    (`(41.7)`). A written minus is kept, never doubled."""
     words = sorted(units, key=len, reverse=True)
     after = [re.compile(r"\s*" + re.escape(w) + (r"s?(?![A-Za-z])" if w.isascii() else ""), re.I)
              for w in words]
     neg = [re.compile((r"(?<![A-Za-z])" + re.escape(w) + r"(?![A-Za-z])") if w.isascii() else re.escape(w), re.I)
            for w in negative_words]
     out: dict[Decimal, None] = {}
-    for m in _NUMBER.finditer(text):
-        v = Decimal(_spelling(m))
+    for m, spelled in _numbers(text):
+        v = Decimal(spelled)
         for w, rx in zip(words, after):
             if rx.match(text, m.end()):
                 v *= Decimal(repr(units[w]) if isinstance(units[w], float) else units[w])
@@ -98,7 +112,8 @@ def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence
         start = max((c.end() for c in _CLAUSE_END.finditer(text, 0, m.start())), default=0)
         end = _CLAUSE_END.search(text, m.end())
         before, clause = text[start:m.start()], text[start:end.start() if end else len(text)]
-        if v > 0 and (_MINUS_BEFORE.search(before) or any(rx.search(clause) for rx in neg)):
+        bracketed = neg and _BRACKETED[0].search(text, max(0, m.start() - 8), m.start()) and _BRACKETED[1].match(text, m.end())
+        if v > 0 and (_MINUS_BEFORE.search(before) or bracketed or any(rx.search(clause) for rx in neg)):
             v = -v
         out[v] = None
     return list(out)

@@ -144,3 +144,15 @@ def test_an_unresolved_term_field_is_refused(compiler):
     with pytest.raises(UnsupportedSchemaError, match="x-sglite-term.*#/properties/period.*becomes an enum"):
         compiler.compile_json_schema({"type": "object", "properties": {"period": {
             "type": "string", "x-sglite-term": {"source": "document", "kind": "period"}}}})
+
+
+def test_decimal_commas_and_bracketed_losses():
+    from decimal import Decimal
+
+    from sglite.runtime.constrained.automata.grounding import read_numbers
+    assert written_numbers("Umsatz von 4,8 Mrd. EUR, ein Plus von 6,5 %; 5.640 millones; 1 284 millions") == \
+        ["4.8", "6.5", "5640", "1284"]
+    assert written_numbers("EUR 1,284.5 m and 4,8") == ["1284.5", "4", "8"]     # a point decimal: commas group
+    assert read_numbers("Net loss: (41.7)\nEPS: ($0.28); revenue 1,932.4 (Q4 2023: 1,900.1)", {}, ["loss"]) == \
+        [Decimal(x) for x in ["-41.7", "-0.28", "1932.4", "2023", "1900.1"]]
+    assert read_numbers("Net result (41.7)", {}, []) == [Decimal("41.7")]      # brackets count with sign words only

@@ -43,9 +43,12 @@ class FinancialReport(BaseModel):
 # fields taken from the report, the source named "document" (sglite/grounding.py; `sglite extract` gives each
 # input document under that name): the values the model may write are those the text holds. A figure is read
 # where it stands: in the unit written after it (the field is in millions: `1.92 billion` is 1920, `58.62亿` 5862)
-# and negative where its clause says so (`a net loss of`, `同比下降`), so the model points and Python multiplies.
+# and negative where its clause says so (`a net loss of`, `同比下降`), so the model points and Python multiplies;
+# years and days of dates are not figures.
 _UNITS = {"million": 1, "mn": 1, "m": 1, "billion": 1000, "bn": 1000, "thousand": 0.001, "亿": 100, "億": 100,
           "万": 0.01, "兆": 1_000_000, "Mio.": 1, "Mrd.": 1000, "millones": 1, "mil millones": 1000, "milliard": 1000}
+_CENTS = {"cents": 0.01, "cent": 0.01, "pence": 0.01, "p": 0.01}     # EPS is in the currency: 18.7p is 0.187
+_PERCENT = {"%": 1, "％": 1, "percent": 1, "per cent": 1, "pct": 1}     # growth: a percentage, nothing else
 _LOSS = ["loss", "losses", "亏损", "損失", "赤字", "Verlust", "perte", "pérdida"]
 _DOWN = ["down", "decline", "declined", "declining", "decrease", "decreased", "fell", "falling", "lower", "下降",
          "减少", "下滑", "減", "Rückgang", "baisse", "menos"]
@@ -55,8 +58,9 @@ GROUNDED = {
     "currency": {"x-sglite-term": {"source": "document", "kind": "currency", "fallback": "free"}},
     "revenue": {"x-sglite-number": {"source": "document", "units": _UNITS}},
     "net_income": {"x-sglite-number": {"source": "document", "units": _UNITS, "negative_words": _LOSS}},
-    "eps": {"x-sglite-number": {"source": "document", "negative_words": _LOSS}},
-    "revenue_growth_pct": {"x-sglite-number": {"source": "document", "negative_words": _DOWN}},
+    "eps": {"x-sglite-number": {"source": "document", "units": _CENTS, "negative_words": _LOSS}},
+    "revenue_growth_pct": {"x-sglite-number": {"source": "document", "units": _PERCENT, "unit_required": True,
+                                               "negative_words": _DOWN}},
 }
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 
-_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4}
+_ORDINAL = {"first": 1, "second": 2, "third": 3, "fourth": 4, "1st": 1, "2nd": 2, "3rd": 3, "4th": 4,
+            "premier": 1, "deuxième": 2, "troisième": 3, "quatrième": 4, "primer": 1, "segundo": 2, "tercer": 3,
+            "cuarto": 4, "erstes": 1, "zweites": 2, "drittes": 3, "viertes": 4}
 _CN = {"一": 1, "二": 2, "三": 3, "四": 4, "1": 1, "2": 2, "3": 3, "4": 4}
 _Y = r"(?P<y>(?:19|20)\d\d)(?!\d)"
 _FY = r"(?:fiscal(?:\s+year)?\s*|FY\s*)"
@@ -26,10 +28,16 @@ _PERIODS = [(re.compile(p, re.I), part) for p, part in [
     (r"\bH(?P<h>[12])\s*FY(?P<yy>\d\d)\b", "H"),                                        # H1 FY25
     (rf"\bH(?P<h>[12])\s*{_FY}?{_Y}", "H"),                                          # H1 2024, H1 FY2025
     (rf"\b(?P<o>first|second)\s+half(?:\s+of)?(?:\s+the\s+year)?\s+{_FY}?{_Y}", "H"),  # first half of 2023
+    (rf"\b(?P<o>premier|second|deuxième|troisième|quatrième|primer|segundo|tercer|cuarto|erstes|zweites|"
+     rf"drittes|viertes)\s+(?:trimestre|Quartal)(?:\s+(?:de|del))?\s+{_Y}", "Q"),    # troisième trimestre 2024
+    (rf"\b(?P<o>premier|second|primer|segundo|erstes|zweites)\s+(?:semestre|Halbjahr)(?:\s+(?:de|del))?"
+     rf"\s+{_Y}", "H"),                                                                # premier semestre 2024
+    (rf"\b(?:Geschäftsjahr|Gesch\.-?J\.|exercice|ejercicio|año fiscal)\s+{_Y}", "FY"),  # Geschäftsjahr 2024
     (rf"\b{_FY}{_Y}", "FY"),                                                        # FY2024, fiscal year 2024
     (r"\bFY(?P<yy>\d\d)\b", "FY"),                                                       # FY24
     (rf"\bfull[\s-]year\s+{_Y}", "FY"),                                              # full-year 2024
     (rf"(?<!half-)(?<!half )\byear\s+ended\s+(?:\d{{1,2}}\s+)?[A-Z][a-z]+\s+(?:\d{{1,2}},\s*)?{_Y}", "FY"),  # year ended 31 Dec 2023
+    (r"(?P<y>(?:19|20)\d\d)\s*年度?\s*第\s*(?P<c>[一二三四1-4])\s*四半期", "Q"),            # 2024年度第2四半期
     (r"(?P<y>(?:19|20)\d\d)\s*年\s*(?:第\s*)?(?P<c>[一二三四1-4])\s*季度", "Q"),             # 2024年第三季度
     (r"(?P<y>(?:19|20)\d\d)\s*年\s*(?:上半年|半年度|中期)", "H1"),                          # 2024年半年度
     (r"(?P<y>(?:19|20)\d\d)\s*年\s*下半年", "H2"),

@@ -17,6 +17,8 @@ from sglite.protocol import RequestError
     ("the year ended 31 December 2023 (FY2023); full-year 2024 outlook; FY25", ["FY2023", "FY2024", "FY2025"]),
     ("Results for 2Q24 and 4Q 2023; fourth-quarter 2024", ["Q2 2024", "Q4 2023", "Q4 2024"]),
     ("华辰新能源2024年第三季度报告，2023年年度，2024年半年度，2025年一季度", ["Q3 2024", "FY2023", "H1 2024", "Q1 2025"]),
+    ("premier semestre 2024; im Geschäftsjahr 2023; tercer trimestre de 2024; 2024年度第2四半期",
+     ["H1 2024", "FY2023", "Q3 2024", "Q2 2024"]),
     ("Revenue rose 12% in 2024 to $5 million.", []),                     # a bare year is no period
 ])
 def test_periods_a_document_names(text, periods):

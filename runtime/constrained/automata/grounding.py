@@ -89,14 +89,35 @@ def _numbers(text: str):
         yield m, sign + (whole.lstrip("0") or "0") + frac
 
 
-def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence[str]) -> list[Decimal]:
-    """Each number `text` writes read in place, in order of first appearance, each value once: its spelling
+_MONTH = r"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec)[a-z]*\.?"
+_DAY_AFTER_MONTH = re.compile(_MONTH + r"\s+$")
+_MONTH_AFTER_DAY = re.compile(r"\s+" + _MONTH + r"(?![a-z])")
+_CJK_DATE = re.compile(r"\s*[年月日号]")
+
+
+def _date_part(text: str, m: re.Match, spelled: str) -> bool:
+    """Whether the number `m` (spelled `spelled`) is a year, a day of a month, or a CJK date's part."""
+    if not spelled.isdigit():
+        return False
+    if _CJK_DATE.match(text, m.end()):
+        return True
+    if len(m.group(0)) == 4 and 1900 <= int(spelled) <= 2099:
+        return True
+    return int(spelled) <= 31 and bool(_DAY_AFTER_MONTH.search(text, max(0, m.start() - 12), m.start())
+                                       or _MONTH_AFTER_DAY.match(text, m.end()))
+
+
+def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence[str],
+                 unit_required: bool = False) -> list[Decimal]:
+    """Each figure `text` writes read in place, in order of first appearance, each value once: its spelling
     (as `written_numbers`) times `units[word]` for the unit word that follows it (spaces between; a Latin word
-    whole, case-insensitive, an `s` plural allowed; the longest that fits; none: 1), negated when its clause
-    (the text between the `,;()`, line breaks or full stops around it, and their CJK forms) holds one of
-    `negative_words` (Latin words whole, case-insensitive: `a net loss of 12.4`, `4% lower than`), a minus
-    stands before its currency (`-$0.19`) or, where negative words are given, it stands in brackets by itself
-    (`(41.7)`). A written minus is kept, never doubled."""
+    whole, case-insensitive, an `s` plural allowed; the longest that fits; none: 1, or with `unit_required` not a
+    figure), negated when its clause (the text between the `,;()`, line breaks or full stops around it, and
+    their CJK forms) holds one of `negative_words` (Latin words whole, case-insensitive: `a net loss of 12.4`,
+    `4% lower than`), a minus stands before its currency (`-$0.19`) or, where negative words are given, it
+    stands in brackets by itself (`(41.7)`). A written minus is kept, never doubled. Parts of dates are not
+    figures: a year (1900-2099 written bare, no unit after it), a day beside a month's name (`June 30`, `31
+    December`), a number before 年/月/日."""
     words = sorted(units, key=len, reverse=True)
     after = [re.compile(r"\s*" + re.escape(w) + (r"s?(?![A-Za-z])" if w.isascii() else ""), re.I)
              for w in words]
@@ -105,14 +126,16 @@ def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence
     out: dict[Decimal, None] = {}
     for m, spelled in _numbers(text):
         v = Decimal(spelled)
-        for w, rx in zip(words, after):
-            if rx.match(text, m.end()):
-                v *= Decimal(repr(units[w]) if isinstance(units[w], float) else units[w])
-                break
+        factor = next((units[w] for w, rx in zip(words, after) if rx.match(text, m.end())), None)
+        if factor is None and (unit_required or _date_part(text, m, spelled)):
+            continue
+        if factor is not None:
+            v *= Decimal(repr(factor) if isinstance(factor, float) else factor)
         start = max((c.end() for c in _CLAUSE_END.finditer(text, 0, m.start())), default=0)
         end = _CLAUSE_END.search(text, m.end())
         before, clause = text[start:m.start()], text[start:end.start() if end else len(text)]
-        bracketed = neg and _BRACKETED[0].search(text, max(0, m.start() - 8), m.start()) and _BRACKETED[1].match(text, m.end())
+        bracketed = (neg and _BRACKETED[0].search(text, max(0, m.start() - 8), m.start())
+                     and _BRACKETED[1].match(text, m.end()))
         if v > 0 and (_MINUS_BEFORE.search(before) or bracketed or any(rx.search(clause) for rx in neg)):
             v = -v
         out[v] = None

@@ -25,7 +25,7 @@ TERM = "x-sglite-term"          # resolved before compiling (sglite.grounding: a
 GROUNDING = {SPAN: "string", WRITTEN: "number"}
 # WRITTEN's options: read in any of `scales` and, with `negate`, negated (the model picks); or read in place, by the
 # unit word after the number (`units`: word -> factor) and the words of its clause (`negative_words`)
-WRITTEN_OPTIONS = ("scales", "negate", "units", "negative_words")
+WRITTEN_OPTIONS = ("scales", "negate", "units", "negative_words", "unit_required")
 
 
 def check_supported(schema: dict, ptr: str) -> None:
@@ -79,16 +79,16 @@ def written_options(schema: dict, ptr: str) -> tuple[tuple, bool]:
     return tuple(scales), v.get("negate", False)
 
 
-def reading_options(schema: dict, ptr: str) -> tuple[dict, tuple] | None:
-    """(units, negative_words) of a resolved WRITTEN keyword that reads its numbers in place (None: it has
+def reading_options(schema: dict, ptr: str) -> tuple[dict, tuple, bool] | None:
+    """(units, negative_words, unit_required) of a resolved WRITTEN keyword that reads its numbers in place (None: it has
     neither). Raises GrammarError naming the option that is malformed or mixed with scales/negate."""
     v = schema[WRITTEN]
-    if "units" not in v and "negative_words" not in v:
+    if not {"units", "negative_words", "unit_required"} & set(v):
         return None
     mixed = [k for k in ("scales", "negate") if k in v]
     if mixed:
         raise GrammarError(f"{WRITTEN} at {ptr}: {mixed[0]} (the model picks the reading) cannot be combined "
-                           "with units/negative_words (the text's words pick it)")
+                           "with units/negative_words/unit_required (the text's words pick it)")
     units = v.get("units", {})
     if not (isinstance(units, dict) and all(isinstance(w, str) and w.strip() and _positive(k)
                                             for w, k in units.items())):
@@ -97,7 +97,10 @@ def reading_options(schema: dict, ptr: str) -> tuple[dict, tuple] | None:
     words = v.get("negative_words", [])
     if not (isinstance(words, list) and all(isinstance(w, str) and w.strip() for w in words)):
         raise GrammarError(f"{WRITTEN} at {ptr}: negative_words must be a list of words, got {words!r:.80}")
-    return units, tuple(words)
+    required = v.get("unit_required", False)
+    if not isinstance(required, bool) or (required and not units):
+        raise GrammarError(f"{WRITTEN} at {ptr}: unit_required must be true or false, and true only with units")
+    return units, tuple(words), required
 
 
 def _positive(k: Any) -> bool:

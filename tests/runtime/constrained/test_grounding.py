@@ -154,5 +154,21 @@ def test_decimal_commas_and_bracketed_losses():
         ["4.8", "6.5", "5640", "1284"]
     assert written_numbers("EUR 1,284.5 m and 4,8") == ["1284.5", "4", "8"]     # a point decimal: commas group
     assert read_numbers("Net loss: (41.7)\nEPS: ($0.28); revenue 1,932.4 (Q4 2023: 1,900.1)", {}, ["loss"]) == \
-        [Decimal(x) for x in ["-41.7", "-0.28", "1932.4", "2023", "1900.1"]]
+        [Decimal(x) for x in ["-41.7", "-0.28", "1932.4", "1900.1"]]            # 2023 is a year
     assert read_numbers("Net result (41.7)", {}, []) == [Decimal("41.7")]      # brackets count with sign words only
+
+
+def test_dates_are_not_figures_and_units_can_be_required():
+    from decimal import Decimal
+
+    from sglite.runtime.constrained.automata.grounding import read_numbers
+    text = ("Six months to June 30, 2024 and 31 December 2024 (2024年6月30日): revenue 2,025 million, up 4.5%; "
+            "EPS 18.7 pence; 3 new sites; FY 2023 revenue 2024 bn")
+    assert read_numbers(text, {"million": 1, "bn": 1000, "pence": 0.01, "%": 1}, []) == \
+        [Decimal(x) for x in ["2025", "4.5", "0.187", "3", "2024000"]]   # 2,025 is no year; a unit wins
+    assert read_numbers(text, {"%": 1}, ["down"], unit_required=True) == [Decimal("4.5")]
+
+
+def test_unit_required_needs_units(compiler):
+    with pytest.raises(GrammarError, match="unit_required must be true or false, and true only with units"):
+        compiler.compile_json_schema({"type": "number", "x-sglite-number": {"text": "4%", "unit_required": True}})

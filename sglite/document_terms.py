@@ -36,7 +36,8 @@ _PERIODS = [(re.compile(p, re.I), part) for p, part in [
     (rf"\b{_FY}{_Y}", "FY"),                                                        # FY2024, fiscal year 2024
     (r"\bFY(?P<yy>\d\d)\b", "FY"),                                                       # FY24
     (rf"\bfull[\s-]year\s+{_Y}", "FY"),                                              # full-year 2024
-    (rf"(?<!half-)(?<!half )\byear\s+ended\s+(?:\d{{1,2}}\s+)?[A-Z][a-z]+\s+(?:\d{{1,2}},\s*)?{_Y}", "FY"),  # year ended 31 Dec 2023
+    # the year ended 31 December 2023 (not a half-year ended ...)
+    (rf"(?<!half-)(?<!half )\byear\s+ended\s+(?:\d{{1,2}}\s+)?[A-Z][a-z]+\s+(?:\d{{1,2}},\s*)?{_Y}", "FY"),
     (r"(?P<y>(?:19|20)\d\d)\s*年度?\s*第\s*(?P<c>[一二三四1-4])\s*四半期", "Q"),            # 2024年度第2四半期
     (r"(?P<y>(?:19|20)\d\d)\s*年\s*(?:第\s*)?(?P<c>[一二三四1-4])\s*季度", "Q"),             # 2024年第三季度
     (r"(?P<y>(?:19|20)\d\d)\s*年\s*(?:上半年|半年度|中期)", "H1"),                          # 2024年半年度

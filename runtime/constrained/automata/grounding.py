@@ -4,10 +4,11 @@
 2 len(text) - 1 states, built in one pass); lowered like any string content (dfa_lowering.py), so a JSON string
 under it writes a verbatim span of the text, in any tokenisation, with JSON's escapes where the text needs them.
 `written_numbers(text)`: the numbers the text writes, as written (`1.12`, `318.4`, `-3`), the thousands
-separators of `1,284.5` dropped, each a JSON number spelling (a text with decimal commas, `4,8 Mrd.`, read so). `read_numbers(text, units, negative_words)`: each
-written number as the text reads it where it stands: times the factor of the unit word right after it
-(`126.40亿` -> 12640 for a field in millions) and negative where its clause says so (`a net loss of $12.4
-million` -> -12.4), so the model points at a number and the arithmetic is done here."""
+separators of `1,284.5` dropped, each a JSON number spelling (a text with decimal commas, `4,8 Mrd.`, read
+so). `read_numbers(text, units, negative_words)`: each written figure as the text reads it where it stands:
+times the factor of the unit word right after it (`126.40亿` -> 12640 for a field in millions) and negative
+where its clause says so (`a net loss of $12.4 million` -> -12.4), so the model points at a number and the
+arithmetic is done here."""
 from __future__ import annotations
 
 import re

@@ -81,7 +81,8 @@ def written_options(schema: dict, ptr: str) -> tuple[tuple, bool]:
 
 def reading_options(schema: dict, ptr: str) -> tuple[dict, tuple, bool] | None:
     """(units, negative_words, unit_required) of a resolved WRITTEN keyword that reads its numbers in place
-    (None: it has none of them). Raises GrammarError naming the option that is malformed or mixed with scales/negate."""
+    (None: it has none of them). Raises GrammarError naming the option that is malformed or mixed with
+    scales/negate."""
     v = schema[WRITTEN]
     if not {"units", "negative_words", "unit_required"} & set(v):
         return None

@@ -21,8 +21,8 @@ from typing import Any, Mapping
 
 from .protocol import RequestError
 
-GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number", "x-sglite-term")
 TERM = "x-sglite-term"          # on a string: one of the terms of a kind the source names (resolved to enum)
+GROUNDING_KEYWORDS = ("x-sglite-span", "x-sglite-number", TERM)
 TERM_KINDS = ("period", "currency")
 
 

@@ -28,10 +28,11 @@ _POINT_DECIMAL = re.compile(r"[0-9]\.[0-9]{1,2}(?![0-9])")
 # where a number's clause begins: the last of these before it (a sentence's full stop needs a space after it;
 # a comma between digits is the number's own)
 _CLAUSE_END = re.compile(r"[;\n，；。、()（）]|,(?![0-9])|\.\s")
+_CURRENCY = r"(?:[A-Z]{0,3}\$|[£€¥￥]|[A-Z]{3}\s?)"      # written before an amount: `$`, `A$`, `€`, `EUR `
 # a number in brackets by itself, the accountants' minus: `(41.7)`, `($0.28)`
-_BRACKETED = (re.compile(r"\(\s*(?:[A-Z]{0,3}\$|[£€¥￥]|[A-Z]{3}\s?)?\s*$"), re.compile(r"\s*\)"))
+_BRACKETED = (re.compile(r"\(\s*" + _CURRENCY + r"?\s*$"), re.compile(r"\s*\)"))
 # a minus written before a currency: `-$0.19`, `-EUR 3.1`, `−¥2`
-_MINUS_BEFORE = re.compile(r"[-−]\s*(?:[A-Z]{0,3}\$|[£€¥￥]|[A-Z]{3}\s?)\s*$")
+_MINUS_BEFORE = re.compile(r"[-−]\s*" + _CURRENCY + r"\s*$")
 
 
 def substring_fsm(text: str) -> CharFSM:
@@ -79,6 +80,11 @@ def written_numbers(text: str) -> list[str]:
     and the minus sign written right before them, thousands separators removed, as JSON number spellings (a
     leading zero only before the point: `05` is read as `5`)."""
     return list(dict.fromkeys(spelled for _, spelled in _numbers(text)))
+
+
+def exact_decimal(k: float) -> Decimal:
+    """`k` (an int or float factor from a schema) as the Decimal it is written as: 0.01 -> Decimal("0.01")."""
+    return Decimal(repr(k) if isinstance(k, float) else k)
 
 
 def _numbers(text: str):
@@ -131,7 +137,7 @@ def read_numbers(text: str, units: Mapping[str, float], negative_words: Sequence
         if factor is None and (unit_required or _date_part(text, m, spelled)):
             continue
         if factor is not None:
-            v *= Decimal(repr(factor) if isinstance(factor, float) else factor)
+            v *= exact_decimal(factor)
         start = max((c.end() for c in _CLAUSE_END.finditer(text, 0, m.start())), default=0)
         end = _CLAUSE_END.search(text, m.end())
         before, clause = text[start:m.start()], text[start:end.start() if end else len(text)]

@@ -25,7 +25,9 @@ TERM = "x-sglite-term"          # resolved before compiling (sglite.grounding: a
 GROUNDING = {SPAN: "string", WRITTEN: "number"}
 # WRITTEN's options: read in any of `scales` and, with `negate`, negated (the model picks); or read in place, by the
 # unit word after the number (`units`: word -> factor) and the words of its clause (`negative_words`)
-WRITTEN_OPTIONS = ("scales", "negate", "units", "negative_words", "unit_required")
+_CHOSEN = ("scales", "negate")
+_READ = ("units", "negative_words", "unit_required")
+WRITTEN_OPTIONS = _CHOSEN + _READ
 
 
 def check_supported(schema: dict, ptr: str) -> None:
@@ -84,9 +86,9 @@ def reading_options(schema: dict, ptr: str) -> tuple[dict, tuple, bool] | None:
     (None: it has none of them). Raises GrammarError naming the option that is malformed or mixed with
     scales/negate."""
     v = schema[WRITTEN]
-    if not {"units", "negative_words", "unit_required"} & set(v):
+    if not set(_READ) & set(v):
         return None
-    mixed = [k for k in ("scales", "negate") if k in v]
+    mixed = [k for k in _CHOSEN if k in v]
     if mixed:
         raise GrammarError(f"{WRITTEN} at {ptr}: {mixed[0]} (the model picks the reading) cannot be combined "
                            "with units/negative_words/unit_required (the text's words pick it)")

@@ -14,7 +14,7 @@ from typing import Optional
 from ..automata import rx
 from ..automata.decimal_multiple import decimal_multiple_fsm, decimal_step
 from ..automata.dfa_lowering import lower_char_fsm
-from ..automata.grounding import read_numbers, written_numbers
+from ..automata.grounding import exact_decimal, read_numbers, written_numbers
 from ..automata.digit_range import digits_of, integer_range_fsm, number_range_fsm
 from ..automata.intersect import intersect
 from ..automata.json_numbers import (INTEGER, NUMBER, integer_with_exponent, multiple_of_fsm, number_bound,
@@ -48,7 +48,7 @@ def lower_written(sc: Lowerer, s: dict, ptr: str, integer: bool) -> int:
         for w in written_numbers(text):
             for k in scales:
                 for sign in ((1, -1) if negate else (1,)):
-                    v = Decimal(w) * Decimal(repr(k) if isinstance(k, float) else k) * sign
+                    v = Decimal(w) * exact_decimal(k) * sign
                     spellings.append(w if (k == 1 and sign == 1) else _plain(v))
     ok: dict[str, None] = {}
     for spelled in spellings:

@@ -23,8 +23,8 @@ from typing import Any, AsyncIterator, Iterator, Protocol, runtime_checkable
 
 # The constraint kinds a request may set (at most one). Every layer names them through this tuple.
 # ebnf: GBNF as SGLang takes it (a Lark grammar is accepted too); grammar: Lark; structural_tag: JSON text (see
-# sglite.runtime.constrained.cfg.structural_tag)
-CONSTRAINT_KINDS = ("regex", "json_schema", "ebnf", "grammar", "structural_tag")
+# sglite.runtime.constrained.cfg.structural_tag); span_of: a text the output is a verbatim (non-empty) span of
+CONSTRAINT_KINDS = ("regex", "json_schema", "ebnf", "grammar", "structural_tag", "span_of")
 
 
 class RequestError(ValueError):
@@ -87,6 +87,7 @@ class SamplingParams:
     ebnf: str | None = None
     grammar: str | None = None
     structural_tag: str | None = None     # JSON text; a dict goes through json.dumps
+    span_of: str | None = None            # the output is a verbatim span of this text (sglite's own)
     logit_bias: tuple[tuple[int, float], ...] | None = None   # (token id, added to its logit), ids ascending
     # DRY ("don't repeat yourself", as llama.cpp defines it), on output tokens: a token that would extend a
     # sequence already in the output past dry_allowed_length tokens loses multiplier * base^(length - allowed)
@@ -168,6 +169,8 @@ class SamplingParams:
         for key in set_kinds:
             if not isinstance(getattr(self, key), str):
                 raise bad(key, "must be a string", "invalid_type")
+        if self.span_of is not None and isinstance(self.span_of, str) and not self.span_of.strip():
+            raise bad("span_of", "must be a non-empty text (the source the output is a span of)")
         if len(set_kinds) > 1:
             raise RequestError(set_kinds[1], "invalid_value",
                                f"sampling_params may set only one of {', '.join(CONSTRAINT_KINDS)}; got {set_kinds}")

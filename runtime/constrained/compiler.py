@@ -10,8 +10,10 @@ from sglite.protocol import RequestError, load_json_schema
 
 from .automata import rx
 from .automata.dfa_lowering import lower_char_fsm
+from .automata.grounding import MAX_SPAN_CHARS
 from .automata.regex import regex_to_char_fsm
 from .automata.regex_counter import counted_regex
+from .automata.span_dfa import span_dfa
 from ..defaults import (GRAMMAR_CACHE_BYTES, JSON_WHITESPACE_MODES, MATCH_PROPERTY_ORDER, MATCH_WHITESPACE,
                         PROPERTY_ORDERS)
 from .budget import CompileBudget, within
@@ -113,6 +115,21 @@ class GrammarCompiler:
                 node = LexNode(dfa, counted.min_count, counted.max_count, source=f"/{pattern}/")
             return Grammar("regex", pattern, self.index, GrammarIR((node,), 0))
         return self._cached(("regex", pattern, self.tokenizer.name), build)
+
+    def compile_span(self, text: str) -> Grammar:
+        """Grammar whose outputs are the non-empty verbatim spans of `text` (free text, any tokenisation; its
+        suffix automaton, automata/span_dfa.py). Raises GrammarError for an empty text or one past
+        MAX_SPAN_CHARS characters."""
+        if not isinstance(text, str) or not text.strip():
+            raise GrammarError("span_of must be a non-empty text (the source the output is a span of)")
+        if len(text) > MAX_SPAN_CHARS:
+            raise GrammarError(f"span_of has {len(text):,} characters, more than the {MAX_SPAN_CHARS:,} a span "
+                               "constraint takes; pass the part of the document the value is in")
+
+        def build() -> Grammar:
+            node = LexNode(span_dfa(text, canonical=True, json_string=False), source=f"span of {len(text)} chars")
+            return Grammar("span_of", text, self.index, GrammarIR((node,), 0))
+        return self._cached(("span_of", text, self.tokenizer.name), build)
 
     def compile_json_schema(self, schema: Any, whitespace: str = MATCH_WHITESPACE,
                             property_order: str = MATCH_PROPERTY_ORDER,

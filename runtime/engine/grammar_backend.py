@@ -129,6 +129,8 @@ class GrammarBackend:
             return compiler.compile_grammar(text, syntax=grammar_syntax(text))
         if kind == "grammar":
             return compiler.compile_grammar(text, syntax="lark")
+        if kind == "span_of":
+            return compiler.compile_span(text)
         return compiler.compile_structural_tag(text, whitespace=self.json_whitespace,
                                                property_order=self.json_property_order)
 

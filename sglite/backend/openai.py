@@ -36,7 +36,7 @@ CONSTRAINT_FIELDS: dict[str, dict[str, str]] = {
     "vllm": {"regex": "guided_regex", "ebnf": "guided_grammar", "grammar": "guided_grammar",
              "json_schema": "guided_json"},
     "sglang": {"regex": "regex", "ebnf": "ebnf", "json_schema": "json_schema"},
-    "sglite": {k: k for k in ("regex", "ebnf", "grammar", "json_schema", "structural_tag")},
+    "sglite": {k: k for k in ("regex", "ebnf", "grammar", "json_schema", "structural_tag", "span_of")},
 }
 
 

@@ -26,7 +26,8 @@ def gen(name: str | None = None, max_tokens: int | None = None, *, dtype: Any = 
         sources: Mapping[str, str] | None = None, **options: Any) -> Gen | Select:
     """Generate into variable `name`. Options are SGLang's (stop, temperature, top_p, top_k, min_p,
     frequency_penalty, presence_penalty, regex, json_schema (dict, JSON string or pydantic class), grammar (Lark),
-    ebnf (GBNF, or Lark), structural_tag, return_logprob, ...; see sglite.protocol.SamplingParams);
+    ebnf (GBNF, or Lark), structural_tag, span_of (a text: the output is a verbatim span of it), return_logprob,
+    ...; see sglite.protocol.SamplingParams);
     `lora_path=NAME` runs this gen under a loaded LoRA adapter (default: the run's, else the base model).
     `dtype=int|float|bool|str` constrains the output;
     `choices=` makes this a select. `sources={"report": text}` gives the texts that json_schema's grounded

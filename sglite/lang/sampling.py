@@ -111,7 +111,7 @@ class GenOptions:
             if any(kind in sampling for kind in CONSTRAINT_KINDS):
                 raise RequestError("dtype", "invalid_value",
                                    "give either dtype= or a constraint (regex=, json_schema=, ebnf=, "
-                                   "grammar=, structural_tag=), not both")
+                                   "grammar=, structural_tag=, span_of=), not both")
             sampling["regex"], dtype_stop = rule.regex, rule.stop
         if "json_schema" in sampling:   # a pydantic model converted once, not on every call
             sampling["json_schema"] = json_schema_text(sampling["json_schema"])

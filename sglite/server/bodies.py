@@ -30,6 +30,7 @@ class _SGLangExtras(_Body):
     ebnf: Optional[str] = None                  # GBNF (or Lark)
     grammar: Optional[str] = None               # Lark
     structural_tag: Optional[Union[str, dict[str, Any]]] = None
+    span_of: Optional[str] = None               # sglite's own: the output is a verbatim span of this text
     dry_multiplier: Optional[float] = None      # DRY, as llama.cpp's server names it
     dry_base: Optional[float] = None
     dry_allowed_length: Optional[int] = None

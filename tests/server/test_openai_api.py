@@ -174,6 +174,16 @@ def test_extra_body_regex(client, grammar):
     assert re.fullmatch("(yes|no)-[0-9]{3}", r.choices[0].message.content)
 
 
+def test_extra_body_span_of(client, grammar):
+    """sglite's own field: the reply is a verbatim span of the given text."""
+    text = "Acme Widgets Ltd. reported revenue of 512.3 million and a loss of 3.1 in Q4."
+    for seed in range(3):
+        r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=12, temperature=1.0,
+                                           seed=seed, extra_body={"span_of": text})
+        out = r.choices[0].message.content
+        assert out and out in text, out
+
+
 def test_response_format_json_object(client, grammar):
     r = client.chat.completions.create(model="tiny", messages=MESSAGES, max_tokens=8, temperature=0,
                                        response_format={"type": "json_object"})

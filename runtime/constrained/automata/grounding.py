@@ -16,8 +16,13 @@ from decimal import Decimal
 from typing import Mapping, Sequence
 
 from .charfsm import CharFSM, make_ranges
+from .span_dfa import suffix_automaton
 
-MAX_SOURCE_CHARS = 8_000     # a source text's characters (its automaton: ~2 states each, a dense byte table)
+# a source text's characters: its automaton has ~1.6 states per character, each a dense byte table row
+# (1 KiB, about five times over in the mask caches); composed with a pattern, format or minLength the span goes
+# through the general character automata, which take the smaller texts
+MAX_SOURCE_CHARS = 8_000
+MAX_SPAN_CHARS = 48_000       # a span alone (span_dfa.py): ~10k tokens of English prose in ~24k characters
 _NUMBER = re.compile(r"(?<![A-Za-z0-9.])(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?![0-9])")
 # the same with a decimal comma, thousands by `.` or a (thin, no-break) space: `4,8 Mrd.`, `5.640`, `1 284,5`
 _NUMBER_COMMA = re.compile(r"(?<![A-Za-z0-9.,])(-?)([0-9]{1,3}(?:[. \u00a0\u202f][0-9]{3})+|[0-9]+)(,[0-9]+)?"
@@ -41,36 +46,9 @@ def substring_fsm(text: str) -> CharFSM:
         raise ValueError("the source text is empty")
     if len(text) > MAX_SOURCE_CHARS:
         raise ValueError(f"the source text has {len(text):,} characters, more than the {MAX_SOURCE_CHARS:,} a "
-                         "span constraint takes; split the document (sglite extract --chunk-tokens 1500) or drop "
+                         "span under a pattern, format or minLength takes; split the document (sglite extract --chunk-tokens 1500) or drop "
                          "x-sglite-span from this field")
-    nxt: list[dict[int, int]] = [{}]
-    link, length = [-1], [0]
-    last = 0
-    for ch in map(ord, text):
-        cur = len(nxt)
-        nxt.append({})
-        link.append(-1)
-        length.append(length[last] + 1)
-        p = last
-        while p != -1 and ch not in nxt[p]:
-            nxt[p][ch] = cur
-            p = link[p]
-        if p == -1:
-            link[cur] = 0
-        else:
-            q = nxt[p][ch]
-            if length[p] + 1 == length[q]:
-                link[cur] = q
-            else:
-                clone = len(nxt)
-                nxt.append(dict(nxt[q]))
-                link.append(link[q])
-                length.append(length[p] + 1)
-                while p != -1 and nxt[p].get(ch) == q:
-                    nxt[p][ch] = clone
-                    p = link[p]
-                link[q] = link[cur] = clone
-        last = cur
+    nxt = suffix_automaton(text)
     trans = tuple(make_ranges([(c, c, t) for c, t in row.items()]) for row in nxt)
     return CharFSM(0, trans, {s: True for s in range(1, len(nxt))})    # every state but the empty start
 

@@ -10,10 +10,11 @@ from ..automata.charfsm import ANY_CHAR, CharFSM, literal_trie, with_length
 from ..automata.complement import complement_fsm
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS, format_fsm
-from ..automata.grounding import substring_fsm
+from ..automata.grounding import MAX_SPAN_CHARS, substring_fsm
 from ..automata.intersect import intersect
 from ..automata.key_dfa import words_dfa
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
+from ..automata.span_dfa import span_dfa
 from ..errors import GrammarError, UnsupportedSchemaError
 from ..ir.nodes import LexNode
 from .keywords import SPAN, STANDARD_FORMATS, source_text
@@ -26,13 +27,22 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     min_len = s.get("minLength", 0)
     max_len = s.get("maxLength")
     patterns = ([s["pattern"]] if "pattern" in s else []) + list(s.get("$patterns", []))
+    span = source_text(s, SPAN, ptr)
+    if span is not None and min_len == 0 and not (set(s) & {"pattern", "$patterns", "$notPattern", "format",
+                                                             "$exclude"}):
+        # a span alone (maxLength counted by the node): built straight from the text, up to MAX_SPAN_CHARS
+        if len(span) > MAX_SPAN_CHARS:
+            raise GrammarError(f"{SPAN} at {ptr}: the source text has {len(span):,} characters, more than the "
+                               f"{MAX_SPAN_CHARS:,} a span constraint takes; split the document (sglite extract "
+                               "--chunk-tokens 1500) or drop x-sglite-span from this field")
+        d = sc.dfa(("span", span), lambda: span_dfa(span, sc.canonical))
+        return sc.add(LexNode(d, 0, max_len, source=f"string span of {len(span)} chars"))
     fsm = _content_fsm(s, ptr)
     if "format" in s and s["format"] in FORMAT_MAX_LENGTH and min_len == 0:
         # the exact counted path below, no product automaton
         cap = FORMAT_MAX_LENGTH[s["format"]]
         max_len = min(max_len, cap) if max_len is not None else cap
     excluded = tuple(sorted({v for v in s.get("$exclude", []) if isinstance(v, str)}))
-    span = source_text(s, SPAN, ptr)
     text = " ".join(["string"] + [f"/{p}/" for p in patterns] + [f"not /{p}/" for p in s.get("$notPattern", [])] +
                     ([f"format={s['format']}"] if "format" in s and s["format"] in FORMATS else []) +
                     ([f"span of {len(span)} chars"] if span is not None else []) +

@@ -93,9 +93,49 @@ def test_grammars_are_cached_per_source(compiler):
 
 
 def test_a_source_past_the_limit_is_refused_by_name(compiler):
-    from sglite.runtime.constrained.automata.grounding import MAX_SOURCE_CHARS
-    with pytest.raises(GrammarError, match="more than the 8,000 a span constraint takes; split the document"):
-        compiler.compile_json_schema(span({}, "x" * (MAX_SOURCE_CHARS + 1)))
+    from sglite.runtime.constrained.automata.grounding import MAX_SOURCE_CHARS, MAX_SPAN_CHARS
+    with pytest.raises(GrammarError, match="more than the 48,000 a span constraint takes; split the document"):
+        compiler.compile_json_schema(span({}, "x" * (MAX_SPAN_CHARS + 1)))
+    with pytest.raises(GrammarError, match="more than the 8,000 a span under a pattern, format or minLength"):
+        compiler.compile_json_schema(span({"pattern": "^N"}, "x" * (MAX_SOURCE_CHARS + 1)))
+
+
+def test_a_long_source_takes_its_spans_in_any_spelling(tokenizer, compiler):
+    """A 10k-token source (span_dfa.py's direct build): its spans, escaped or not, and nothing else."""
+    doc = " ".join(f"Item {i}: revenue of {i * 7 % 1000}.{i % 10} million, \"segment {i % 13}\"\n净利润{i}亿元"
+                    for i in range(700))
+    assert len(tokenizer.encode(doc)) > 10_000
+    g = compiler.compile_json_schema(span({"maxLength": 60}, doc), whitespace="compact")
+    for i in (0, 350, 699):
+        piece = doc[doc.index(f"Item {i}:"):][:40]
+        assert accepts(tokenizer, g, piece), piece
+    assert feed(tokenizer, g, '"segment 3\\"\\n"')                # " and a line break, escaped: a span still
+    assert not accepts(tokenizer, g, "Item 700:") and not accepts(tokenizer, g, "revenue of 1000")
+    assert not accepts(tokenizer, g, doc[:61])                          # past maxLength
+    loose = compiler.compile_json_schema(span({}, doc), whitespace="any")
+    assert feed(tokenizer, loose, '"\\u0049tem 12: revenue"')       # any JSON spelling in "any" mode
+
+
+def test_the_direct_span_automaton_is_the_lowered_suffix_automaton():
+    """span_dfa(text) and lowering substring_fsm(text) accept the same JSON strings, in both modes."""
+    from sglite.runtime.constrained.automata.dfa_lowering import lower_char_fsm
+    from sglite.runtime.constrained.automata.span_dfa import span_dfa
+    rng = random.Random(1)
+    for text in [DOC + ' \\ é😀/\t\x01\x7f', "abracadabra", "aaaa"]:
+        for canonical in (True, False):
+            fast, lowered = span_dfa(text, canonical), lower_char_fsm(substring_fsm(text), True, canonical)
+            for _ in range(2000):
+                i = rng.randrange(len(text))
+                sub = text[i:rng.randrange(i, len(text) + 1)]
+                if sub and rng.random() < 0.3:          # a near miss
+                    k = rng.randrange(len(sub))
+                    sub = sub[:k] + rng.choice(text + "xz") + sub[k + 1:]
+                enc = json.dumps(sub, ensure_ascii=rng.random() < 0.5)
+                if rng.random() < 0.3:                  # upper-case \u escapes
+                    enc = '"' + "".join(f"\\u{ord(c):04X}" if ord(c) < 0x10000 and rng.random() < 0.5 else c
+                                        for c in sub) + '"'
+                data = enc.replace("/", "\\/" if rng.random() < 0.1 else "/").encode()
+                assert fast.match(data) == lowered.match(data), (text, canonical, data)
 
 
 UNITS = {"million": 1, "m": 1, "billion": 1000, "亿": 100, "万": 0.01}

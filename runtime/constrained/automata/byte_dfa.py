@@ -93,15 +93,19 @@ class ByteDFA:
         live[:n] = self.count.any(axis=1)
         src, dst = self.edges
         if src.size:
-            into: list[list[int]] = [[] for _ in range(n)]
-            for a, b in zip(src.tolist(), dst.tolist()):
-                into[b].append(a)
+            # backwards search; the edges into state b are into[at[b]:at[b + 1]] (sorted by target)
+            order = np.argsort(dst, kind="stable")
+            into = src[order].tolist()
+            at = np.searchsorted(dst[order], np.arange(n + 1)).tolist()
+            seen = live.tolist()
             todo = np.flatnonzero(live).tolist()
             while todo:
-                for a in into[todo.pop()]:
-                    if not live[a]:
-                        live[a] = True
+                b = todo.pop()
+                for a in into[at[b]:at[b + 1]]:
+                    if not seen[a]:
+                        seen[a] = True
                         todo.append(a)
+            live = np.array(seen, bool)
         return ~live
 
     @cached_property

@@ -10,7 +10,6 @@ from sglite.protocol import RequestError, load_json_schema
 
 from .automata import rx
 from .automata.dfa_lowering import lower_char_fsm
-from .automata.grounding import MAX_SPAN_CHARS
 from .automata.regex import regex_to_char_fsm
 from .automata.regex_counter import counted_regex
 from .automata.span_dfa import span_dfa
@@ -119,15 +118,16 @@ class GrammarCompiler:
     def compile_span(self, text: str) -> Grammar:
         """Grammar whose outputs are the non-empty verbatim spans of `text` (free text, any tokenisation; its
         suffix automaton, automata/span_dfa.py). Raises GrammarError for an empty text or one past
-        MAX_SPAN_CHARS characters."""
-        if not isinstance(text, str) or not text.strip():
-            raise GrammarError("span_of must be a non-empty text (the source the output is a span of)")
-        if len(text) > MAX_SPAN_CHARS:
-            raise GrammarError(f"span_of has {len(text):,} characters, more than the {MAX_SPAN_CHARS:,} a span "
-                               "constraint takes; pass the part of the document the value is in")
+        span_dfa.MAX_SPAN_CHARS characters."""
+        if not isinstance(text, str):
+            raise GrammarError(f"span_of must be a str, got {type(text).__name__}")
 
         def build() -> Grammar:
-            node = LexNode(span_dfa(text, canonical=True, json_string=False), source=f"span of {len(text)} chars")
+            try:
+                dfa = span_dfa(text, canonical=True, json_string=False)
+            except ValueError as e:
+                raise GrammarError(f"span_of: {e}; pass the part of the document the value is in") from None
+            node = LexNode(dfa, source=f"span of {len(text)} chars")
             return Grammar("span_of", text, self.index, GrammarIR((node,), 0))
         return self._cached(("span_of", text, self.tokenizer.name), build)
 

@@ -54,9 +54,11 @@ def test_bad_spans_are_refused_by_name(kwargs, match):
 
 def test_a_source_past_the_limit_is_refused(tokenizer):
     from sglite.runtime.constrained import GrammarCompiler, GrammarError
-    from sglite.runtime.constrained.automata.grounding import MAX_SPAN_CHARS
-    with pytest.raises(GrammarError, match="span_of has .* more than the 48,000"):
+    from sglite.runtime.constrained.automata.span_dfa import MAX_SPAN_CHARS
+    with pytest.raises(GrammarError, match="span_of: the source text has .* more than the 48,000"):
         GrammarCompiler(tokenizer).compile_span("x" * (MAX_SPAN_CHARS + 1))
+    with pytest.raises(GrammarError, match="span_of: the source text is empty"):
+        GrammarCompiler(tokenizer).compile_span(" ")
 
 
 def test_servers_that_would_ignore_the_span_refuse_it():

@@ -21,8 +21,7 @@ from .span_dfa import suffix_automaton
 # a source text's characters: its automaton has ~1.6 states per character, each a dense byte table row
 # (1 KiB, about five times over in the mask caches); composed with a pattern, format or minLength the span goes
 # through the general character automata, which take the smaller texts
-MAX_SOURCE_CHARS = 8_000
-MAX_SPAN_CHARS = 48_000       # a span alone (span_dfa.py): ~10k tokens of English prose in ~24k characters
+MAX_SOURCE_CHARS = 8_000      # (a span alone is built by span_dfa.py, up to its MAX_SPAN_CHARS)
 _NUMBER = re.compile(r"(?<![A-Za-z0-9.])(-?)([0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(\.[0-9]+)?(?![0-9])")
 # the same with a decimal comma, thousands by `.` or a (thin, no-break) space: `4,8 Mrd.`, `5.640`, `1 284,5`
 _NUMBER_COMMA = re.compile(r"(?<![A-Za-z0-9.,])(-?)([0-9]{1,3}(?:[. \u00a0\u202f][0-9]{3})+|[0-9]+)(,[0-9]+)?"

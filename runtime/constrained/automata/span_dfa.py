@@ -14,6 +14,7 @@ import numpy as np
 
 from .byte_dfa import ByteDFA
 
+MAX_SPAN_CHARS = 48_000       # ~10k tokens of English prose in ~24k characters; ~1.6 byte-table rows each
 _SHORT = {0x22: 0x22, 0x5C: 0x5C, 0x2F: 0x2F, 8: ord("b"), 12: ord("f"), 10: ord("n"), 13: ord("r"), 9: ord("t")}
 _HEX = [[ord(c)] if c.isdigit() else [ord(c), ord(c.upper())] for c in "0123456789abcdef"]
 
@@ -54,7 +55,13 @@ def suffix_automaton(text: str) -> list[dict[int, int]]:
 
 def span_dfa(text: str, canonical: bool, json_string: bool = True) -> ByteDFA:
     """ByteDFA of the JSON strings (quotes included) whose value is a non-empty substring of `text`; without
-    `json_string`, of the substrings themselves as UTF-8 (free text: `gen(span_of=...)`)."""
+    `json_string`, of the substrings themselves as UTF-8 (free text: `gen(span_of=...)`). Raises ValueError for
+    an empty text or one past MAX_SPAN_CHARS characters."""
+    if not text.strip():
+        raise ValueError("the source text is empty")
+    if len(text) > MAX_SPAN_CHARS:
+        raise ValueError(f"the source text has {len(text):,} characters, more than the {MAX_SPAN_CHARS:,} a span "
+                         "constraint takes")
     nxt = suffix_automaton(text)
     n = len(nxt)
     start, final = (n, n + 1) if json_string else (0, -1)

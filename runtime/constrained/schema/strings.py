@@ -10,7 +10,7 @@ from ..automata.charfsm import ANY_CHAR, CharFSM, literal_trie, with_length
 from ..automata.complement import complement_fsm
 from ..automata.dfa_lowering import lower_char_fsm
 from ..automata.formats import FORMAT_MAX_LENGTH, FORMATS, format_fsm
-from ..automata.grounding import MAX_SPAN_CHARS, substring_fsm
+from ..automata.grounding import substring_fsm
 from ..automata.intersect import intersect
 from ..automata.key_dfa import words_dfa
 from ..automata.regex import RegexUnsupported, regex_to_char_fsm
@@ -30,12 +30,12 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     span = source_text(s, SPAN, ptr)
     if span is not None and min_len == 0 and not (set(s) & {"pattern", "$patterns", "$notPattern", "format",
                                                              "$exclude"}):
-        # a span alone (maxLength counted by the node): built straight from the text, up to MAX_SPAN_CHARS
-        if len(span) > MAX_SPAN_CHARS:
-            raise GrammarError(f"{SPAN} at {ptr}: the source text has {len(span):,} characters, more than the "
-                               f"{MAX_SPAN_CHARS:,} a span constraint takes; split the document (sglite extract "
-                               "--chunk-tokens 1500) or drop x-sglite-span from this field")
-        d = sc.dfa(("span", span), lambda: span_dfa(span, sc.canonical))
+        # a span alone (maxLength counted by the node): built straight from the text
+        try:
+            d = sc.dfa(("span", span), lambda: span_dfa(span, sc.canonical))
+        except ValueError as e:
+            raise GrammarError(f"{SPAN} at {ptr}: {e}; split the document (sglite extract --chunk-tokens 1500) "
+                               "or drop x-sglite-span from this field") from None
         return sc.add(LexNode(d, 0, max_len, source=f"string span of {len(span)} chars"))
     fsm = _content_fsm(s, ptr)
     if "format" in s and s["format"] in FORMAT_MAX_LENGTH and min_len == 0:

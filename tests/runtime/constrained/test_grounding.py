@@ -93,7 +93,8 @@ def test_grammars_are_cached_per_source(compiler):
 
 
 def test_a_source_past_the_limit_is_refused_by_name(compiler):
-    from sglite.runtime.constrained.automata.grounding import MAX_SOURCE_CHARS, MAX_SPAN_CHARS
+    from sglite.runtime.constrained.automata.grounding import MAX_SOURCE_CHARS
+    from sglite.runtime.constrained.automata.span_dfa import MAX_SPAN_CHARS
     with pytest.raises(GrammarError, match="more than the 48,000 a span constraint takes; split the document"):
         compiler.compile_json_schema(span({}, "x" * (MAX_SPAN_CHARS + 1)))
     with pytest.raises(GrammarError, match="more than the 8,000 a span under a pattern, format or minLength"):

@@ -122,6 +122,8 @@ class LruCache:
                     self._stamps[key] = self.last
                     return self._values[key]
                 self._drop(key)
+            if n > b.limit or (self.limit is not None and n > self.limit):
+                return value       # larger than the bound by itself: not kept, and nothing evicted for it
             self._values[key] = value
             self._sizes[key] = n
             self._stamps[key] = self.last

@@ -40,6 +40,18 @@ def test_a_cache_bounds_itself_within_the_budget():
     assert sized.nbytes() <= sized.limit and 99 in sized
 
 
+def test_a_value_past_the_bound_by_itself_is_not_kept_and_evicts_nothing():
+    budget = CacheBudget(20_000)
+    a, own = LruCache(budget, "a"), LruCache(budget, "own", limit=5_000)
+    for i in range(5):
+        a.put(i, block())
+    held = budget.nbytes()
+    huge = block(30_000)
+    assert a.put("huge", huge) is huge and "huge" not in a
+    assert own.put("big", block(6_000)) is not None and "big" not in own
+    assert all(i in a for i in range(5)) and budget.nbytes() == held
+
+
 def test_first_writer_wins_and_item_assignment_replaces():
     cache = LruCache(CacheBudget(10**6), "c")
     first, second = block(), block()

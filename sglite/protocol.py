@@ -169,7 +169,7 @@ class SamplingParams:
         for key in set_kinds:
             if not isinstance(getattr(self, key), str):
                 raise bad(key, "must be a string", "invalid_type")
-        if isinstance(self.span_of, str) and not self.span_of.strip():
+        if self.span_of is not None and not self.span_of.strip():
             raise bad("span_of", "must be a non-empty text (the source the output is a span of)")
         if len(set_kinds) > 1:
             raise RequestError(set_kinds[1], "invalid_value",

@@ -91,21 +91,7 @@ class ByteDFA:
         n = self.num_states
         live = np.zeros(n + 1, bool)
         live[:n] = self.count.any(axis=1)
-        src, dst = self.edges
-        if src.size:
-            # backwards search; the edges into state b are into[at[b]:at[b + 1]] (sorted by target)
-            order = np.argsort(dst, kind="stable")
-            into = src[order].tolist()
-            at = np.searchsorted(dst[order], np.arange(n + 1)).tolist()
-            seen = live.tolist()
-            todo = np.flatnonzero(live).tolist()
-            while todo:
-                b = todo.pop()
-                for a in into[at[b]:at[b + 1]]:
-                    if not seen[a]:
-                        seen[a] = True
-                        todo.append(a)
-            live = np.array(seen, bool)
+        live[:n] = reaching(live[:n], *self.edges)
         return ~live
 
     @cached_property
@@ -249,26 +235,9 @@ def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary,
     from the table (their rows and every edge into them set to -1)."""
     table = np.asarray(rows, dtype=np.int32).reshape(-1, 256)
     acc_a = np.array(acc, dtype=bool)
-    # trim: keep only states that can reach an accepting state (backwards search over the distinct edges)
+    # trim: keep only states that can reach an accepting state
     src, dst = distinct_edges(table)
-    live = acc_a.copy()
-    if src.size < 50_000:
-        into: list[list[int]] = [[] for _ in range(table.shape[0])]
-        for a, b in zip(src.tolist(), dst.tolist()):
-            into[b].append(a)
-        todo = np.flatnonzero(acc_a).tolist()
-        while todo:
-            for a in into[todo.pop()]:
-                if not live[a]:
-                    live[a] = True
-                    todo.append(a)
-    else:
-        while True:
-            new = live.copy()
-            np.logical_or.at(new, src, live[dst])
-            if (new == live).all():
-                break
-            live = new
+    live = reaching(acc_a, src, dst)
     table = np.where((table >= 0) & live[np.maximum(table, 0)], table, -1).astype(np.int32)
     keep = live[dst]             # a dead state has no edge into a live one, so these are the trimmed edges
     if not live[start]:
@@ -277,6 +246,25 @@ def trimmed_dfa(rows, start: int, acc, labels: dict[int, Hashable], boundary,
     dfa = ByteDFA(table, start, acc_a, labels, np.array(boundary, dtype=bool), count)
     dfa._edges = (src[keep], dst[keep])
     return dfa
+
+
+def reaching(seeds: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """bool [n]: the states from which a `seeds` state (bool [n]) can be reached over the edges src[i] -> dst[i]
+    (seeds included): a backwards search, the edges into state b at into[at[b]:at[b + 1]] once sorted by target."""
+    if not src.size:
+        return seeds.copy()
+    order = np.argsort(dst, kind="stable")
+    into = src[order].tolist()
+    at = np.searchsorted(dst[order], np.arange(seeds.size + 1)).tolist()
+    seen = seeds.tolist()
+    todo = np.flatnonzero(seeds).tolist()
+    while todo:
+        b = todo.pop()
+        for a in into[at[b]:at[b + 1]]:
+            if not seen[a]:
+                seen[a] = True
+                todo.append(a)
+    return np.array(seen, bool)
 
 
 def distinct_edges(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

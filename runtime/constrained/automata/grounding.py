@@ -45,8 +45,7 @@ def substring_fsm(text: str) -> CharFSM:
         raise ValueError("the source text is empty")
     if len(text) > MAX_SOURCE_CHARS:
         raise ValueError(f"the source text has {len(text):,} characters, more than the {MAX_SOURCE_CHARS:,} a "
-                         "span under a pattern, format or minLength takes; split the document (sglite extract --chunk-tokens 1500) or drop "
-                         "x-sglite-span from this field")
+                         "span under a pattern, format or minLength takes")
     nxt = suffix_automaton(text)
     trans = tuple(make_ranges([(c, c, t) for c, t in row.items()]) for row in nxt)
     return CharFSM(0, trans, {s: True for s in range(1, len(nxt))})    # every state but the empty start

@@ -67,9 +67,8 @@ def span_dfa(text: str, canonical: bool, json_string: bool = True) -> ByteDFA:
     start, final = (n, n + 1) if json_string else (0, -1)
     base = n + 2 if json_string else n     # the first inner state
     inner: dict[tuple, int] = {}       # (suffix state, bytes read) -> inner state
-    src: list[int] = [start]
-    byte: list[int] = [0x22]
-    dst: list[int] = [0]
+    # the edges src[i] --byte[i]--> dst[i]; a JSON string's first is its opening quote
+    src, byte, dst = ([start], [0x22], [0]) if json_string else ([], [], [])
 
     def edge(p: int, path: tuple, b: int, q: int | None) -> int:
         """Add p --b--> q (q None: the inner state keyed by (p's key, path + b)); returns the target."""
@@ -83,14 +82,11 @@ def span_dfa(text: str, canonical: bool, json_string: bool = True) -> ByteDFA:
         dst.append(q)
         return q
 
-    ascii_src, ascii_byte, ascii_dst = [], [], []
     for p, row in enumerate(nxt):
         esc = None
         for cp, q in row.items():
             if cp < 0x80 and (not json_string or (cp >= 0x20 and cp not in (0x22, 0x5C))):
-                ascii_src.append(p)
-                ascii_byte.append(cp)
-                ascii_dst.append(q)
+                edge(p, (), cp, q)
             elif 0xD800 <= cp <= 0xDFFF:
                 continue                      # a lone surrogate: no UTF-8 and no escape spells it alone
             elif cp >= 0x80:                  # UTF-8: lead and continuation bytes, a trie per suffix state
@@ -110,23 +106,16 @@ def span_dfa(text: str, canonical: bool, json_string: bool = True) -> ByteDFA:
                 edge(esc, (), _SHORT[cp], q)
             if cp <= 0xFFFF:
                 s, path = edge(esc, (p, "esc"), ord("u"), None), (p, "esc", ord("u"))
-                digits = f"{cp:04x}"
-                for i, d in enumerate(digits):
-                    last = i == 3
+                for i, d in enumerate(f"{cp:04x}"):
                     hd = int(d, 16)
-                    t = edge(s, path, _HEX[hd][0], q if last else None)
+                    t = edge(s, path, _HEX[hd][0], q if i == 3 else None)
                     for b in _HEX[hd][1:]:
                         edge(s, path, b, t)
                     s, path = t, path + (_HEX[hd][0],)
         if p and json_string:
-            src.append(p)
-            byte.append(0x22)
-            dst.append(final)
-    if not json_string:        # no quotes
-        src, byte, dst = src[1:], byte[1:], dst[1:]
+            edge(p, (), 0x22, final)          # the closing quote
     size = base + len(inner)
     table = np.full((size, 256), -1, np.int32)
-    table[np.array(ascii_src, np.int64), np.array(ascii_byte, np.int64)] = np.array(ascii_dst, np.int32)
     table[np.array(src, np.int64), np.array(byte, np.int64)] = np.array(dst, np.int32)
     accepting = np.zeros(size, bool)
     if json_string:

@@ -21,6 +21,8 @@ from .keywords import SPAN, STANDARD_FORMATS, source_text
 from .lowerer import Lowerer
 
 MAX_LENGTH_STATES = 4000     # pattern x character-counter product states before length bounds are refused
+# what _content_fsm reads besides the span: without them (and minLength) a span is built straight from its text
+_CONTENT_KEYWORDS = frozenset({"pattern", "$patterns", "$notPattern", "format", "$exclude"})
 
 
 def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
@@ -28,14 +30,12 @@ def lower_string(sc: Lowerer, s: dict, ptr: str) -> int:
     max_len = s.get("maxLength")
     patterns = ([s["pattern"]] if "pattern" in s else []) + list(s.get("$patterns", []))
     span = source_text(s, SPAN, ptr)
-    if span is not None and min_len == 0 and not (set(s) & {"pattern", "$patterns", "$notPattern", "format",
-                                                             "$exclude"}):
+    if span is not None and min_len == 0 and not _CONTENT_KEYWORDS & set(s):
         # a span alone (maxLength counted by the node): built straight from the text
         try:
             d = sc.dfa(("span", span), lambda: span_dfa(span, sc.canonical))
         except ValueError as e:
-            raise GrammarError(f"{SPAN} at {ptr}: {e}; split the document (sglite extract --chunk-tokens 1500) "
-                               "or drop x-sglite-span from this field") from None
+            raise _span_error(ptr, e) from None
         return sc.add(LexNode(d, 0, max_len, source=f"string span of {len(span)} chars"))
     fsm = _content_fsm(s, ptr)
     if "format" in s and s["format"] in FORMAT_MAX_LENGTH and min_len == 0:
@@ -105,9 +105,15 @@ def _content_fsm(s: dict, ptr: str) -> Optional[CharFSM]:
         try:
             sfsm = substring_fsm(span)
         except ValueError as e:
-            raise GrammarError(f"{SPAN} at {ptr}: {e}") from None
+            raise _span_error(ptr, e) from None
         fsm = sfsm if fsm is None else intersect(fsm, sfsm)
     return fsm
+
+
+def _span_error(ptr: str, e: ValueError) -> GrammarError:
+    """The error of a source the span automaton refuses (empty, too long), naming the field, with the way out."""
+    return GrammarError(f"{SPAN} at {ptr}: {e}; split the document (sglite extract --chunk-tokens 1500) or drop "
+                        "x-sglite-span from this field")
 
 
 def string_fsm(s: dict, ptr: str) -> Optional[CharFSM]:

@@ -4,8 +4,9 @@
 
 For GGUF Q5_0, Q8_0 and Q6_K blocks (random integers in each type's range, float16 d where the type's d is
 float16), each packed two ways: `wide` (8-bit integers, float32 d and m per block: 10 bits a weight per 32, 12 per
-16) and the layout pack() chooses (Q5_0 5.5 bits, Q8_0 8.5, Q6_K 10). Decode rows (M=1) cycle through copies of
-the weights larger than the caches, as a decode step reads every layer once; prefill rows (M=128) reuse one copy.
+16) and the layout pack() chooses (Q5_0 5.5 bits, Q8_0 8.5, Q6_K 6.56: 6-bit integers, its int8 scales and
+float16 d). Decode rows (M=1) cycle through copies of the weights larger than the caches, as a decode step reads
+every layer once; prefill rows (M=128) reuse one copy.
 Prints microseconds per matmul (the fastest of --reps rounds), the weights' GB/s at M=1, and the ratio. The two
 layouts compute with the same weights; their outputs may differ in the last bit (another split of q into steps)."""
 from __future__ import annotations
@@ -18,7 +19,7 @@ import torch
 
 from sglite.kernels import w8a8_cpu
 
-TYPES = {"Q5_0": (32, 16, True), "Q8_0": (32, 127, True), "Q6_K": (16, 32, False)}   # group, |q| bound, f16 d
+TYPES = {"Q5_0": (32, 16, "f16"), "Q8_0": (32, 127, "f16"), "Q6_K": (16, 32, "q6k")}   # group, |q| bound, d
 
 
 def wide(q: torch.Tensor, d: torch.Tensor, group: int) -> w8a8_cpu.W8A8Weights:
@@ -37,7 +38,7 @@ def call(w: w8a8_cpu.W8A8Weights, x: torch.Tensor, y: torch.Tensor, threads: int
     lib = w8a8_cpu.library()
     M, K = x.shape
     rc = lib.w8a8_gemm(w.qw.data_ptr(), w.wd.data_ptr(), w.wm.data_ptr(), x.data_ptr(), y.data_ptr(), M,
-                       y.shape[1], K, w.group, w.bits, int(w.half), int(w.sym), 2, threads)
+                       y.shape[1], K, w.group, w.bits, w.scales, int(w.sym), 2, threads)
     assert rc == 0
 
 
@@ -62,7 +63,12 @@ def main() -> None:
         for _ in range(copies):
             q = torch.randint(-bound, bound, (N, K), generator=g)
             d = torch.rand(N, K // group, generator=g) * 1e-3 + 1e-4
-            d = d.half().float() if half else d
+            if half == "f16":
+                d = d.half().float()
+            else:   # Q6_K's d: an int8 sc per 16 values times a float16 D per 256, each 16's largest |sc| -128
+                sc = torch.randint(-128, 128, (N, K // 256, 16), generator=g).float()
+                sc[..., 0] = -128
+                d = (sc * (torch.rand(N, K // 256, 1, generator=g) * 1e-5 + 1e-6).half().float()).view(N, -1)
             pairs.append((wide(q, d, group), w8a8_cpu.pack(q + 128, d, -128 * d, group)))
         compact = pairs[0][1]
         for M in (int(v) for v in args.rows.split(",")):
@@ -78,7 +84,7 @@ def main() -> None:
                             call(pair[j], x, y, threads)
                         best[j] = min(best[j], (time.perf_counter() - t) / len(use))
                 gbs = [p.nbytes / t / 1e9 for p, t in zip(pairs[0], best)]
-                print(f"| {kind} | {compact.layout} | {compact.nbytes * 8 / (N * K):.1f} | {M} | {threads} | "
+                print(f"| {kind} | {compact.layout} | {compact.nbytes * 8 / (N * K):.2f} | {M} | {threads} | "
                       f"{best[0] * 1e6:.1f} | {best[1] * 1e6:.1f} | {gbs[0]:.1f} | {gbs[1]:.1f} | "
                       f"{best[0] / best[1]:.2f}x |", flush=True)
     print(f"load average after: {os.getloadavg()[0]:.2f}")

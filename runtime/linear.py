@@ -338,7 +338,7 @@ class W8A8Linear:
         qw, wd, wm = self._ptrs
         w = self.weights
         if x.shape[0] and self._gemm(qw, wd, wm, x.data_ptr(), y.data_ptr(), x.shape[0], self.out_features,
-                                     self.in_features, self.group, w.bits, int(w.half), int(w.sym), self.digits,
+                                     self.in_features, self.group, w.bits, w.scales, int(w.sym), self.digits,
                                      torch.get_num_threads()) != 0:
             raise MemoryError(f"w8a8 kernel: out of memory for {x.shape[0]} rows")
         return y if self.bias is None else y.add_(self.bias)
@@ -352,8 +352,8 @@ def eight_bit_linear(weight: torch.Tensor, bias: torch.Tensor | None, fmt: str) 
     """`weight` on an 8-bit block grid (GGUF Q8_0, Q5_0, Q5_1, Q5_K per 32; Q6_K, Q3_K per 16) as a kernel
     format `fmt`, with its exact values; None when it lies on no such grid. The W8A8 kernel where it is
     built with VNNI (one dot product per value; its most compact exact layout: Q5_0 5.5 bits a weight, Q8_0 8.5,
-    Q6_K 10); else, for blocks of 32, the W4A8 kernel over the grid's low and high nibbles (split_nibbles: 10 bits
-    a weight, twice the dot products)."""
+    Q6_K 6.5625 read from a file's blocks, 10 recovered from its values); else, for blocks of 32, the W4A8 kernel
+    over the grid's low and high nibbles (split_nibbles: 10 bits a weight, twice the dot products)."""
     vnni = registry.use("w8a8_cpu")     # the kernel's VNNI build (registry: used on that path only)
     for group in (32, 16) if vnni else (32,):
         if (grid := block_grid(weight, 8, group)) is not None:

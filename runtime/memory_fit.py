@@ -7,10 +7,10 @@ refused with those numbers instead of being killed by the kernel halfway through
 
 Bytes per weight by the file's block type and the format that runs it (runtime/linear.py, kernels/): the 4-bit
 formats keep Q4_0/Q4_1/Q4_K blocks at 4.5-5 bits (q plus float16 d and m per 32), the 8-bit block types on the
-W8A8 kernel at its layout's bits (Q8_0 8.5, Q6_K 10: float32 d per 16, Q5_0 5.5, Q5_1 6), other types as int8
-per channel; bf16 2 bytes, fp32 4. A GGUF file's embedding (and untied head) stays as its grid (1 byte a value
-plus float32 scales, grid_matrix.py) or float32 for a type read by value; the head's 4-bit ranking copy adds
-5 bits a value. `transient` is the largest projection's float32 copy, grid and packing buffers (8 bytes a
+W8A8 kernel at its layout's bits (Q8_0 8.5, Q6_K 6.5625: 6 bits, the file's int8 scales and float16 d, Q5_0
+5.5, Q5_1 6), other types as int8 per channel; bf16 2 bytes, fp32 4. A GGUF file's embedding (and untied head)
+stays as its grid (1 byte a value plus float32 scales, grid_matrix.py) or float32 for a type read by value; the
+head's 4-bit ranking copy adds 5 bits a value. `transient` is the largest projection's float32 copy, grid and packing buffers (8 bytes a
 weight) or the head's grid while its ranking copy is packed (2 bytes a value), whichever is larger; `runtime`
 what torch, numba and the kernels hold before the first weight (measured: about 0.6 GB)."""
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 RUNTIME_BYTES = 600_000_000
 FOUR_BIT_BLOCKS = {"Q4_0": 4.5, "Q4_1": 5.0, "Q4_K": 5.0}                # bits a weight under the 4-bit formats
-EIGHT_BIT_BLOCKS = {"Q8_0": 8.5, "Q6_K": 10.0, "Q5_0": 5.5, "Q5_1": 6.0, "Q5_K": 6.0, "Q2_K": 10.0, "Q3_K": 10.0,
+EIGHT_BIT_BLOCKS = {"Q8_0": 8.5, "Q6_K": 6.5625, "Q5_0": 5.5, "Q5_1": 6.0, "Q5_K": 6.0, "Q2_K": 10.0, "Q3_K": 10.0,
                     "IQ4_NL": 8.5, "IQ4_XS": 8.5}
 GRID_ROW_BYTES = {"Q4_K": 1.25, "Q6_K": 1.25, "Q8_0": 1.125}            # bytes a value of a GridMatrix
 FORMAT_BYTES = {"fp32": 4.0, "bf16": 2.0, "int8": 1.0}

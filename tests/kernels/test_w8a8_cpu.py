@@ -83,14 +83,18 @@ def layout_weights(layout: str, N: int, K: int, seed: int):
     d: Q5_0, blocks of -16..15 steps and, as a negative d makes them, of -15..16), min5h / min5f (5 bits from a
     minimum: Q5_1's float16 d and m, Q5_K's float32 products)."""
     g = torch.Generator().manual_seed(seed)
-    group = 16 if layout == "sym8f" else 32
+    group = 16 if layout in ("sym8f", "sym6f", "sym6i", "sym8i") else 32
     d = torch.rand(N, K // group, generator=g) * 0.002 + 1e-4
     if layout in ("sym8h", "sym5h", "min5h"):
         d = d.half().float()
+    if layout in ("sym6i", "sym8i"):
+        d = int8_times_half(N, K // group, g)
     if layout == "wide":
         return random_weights(N, K, group, seed)[:3] + (group,)
-    if layout in ("sym8h", "sym8f"):
+    if layout in ("sym8h", "sym8f", "sym8i"):
         return torch.randint(1, 256, (N, K), generator=g), d, -128 * d, group
+    if layout in ("sym6f", "sym6i"):
+        return torch.randint(128 - 32, 128 + 32, (N, K), generator=g), d, -128 * d, group
     if layout == "sym5h":
         steps = torch.randint(-16, 16, (N, K // group, group), generator=g)
         turn = torch.rand(N, K // group, generator=g) < 0.5          # these blocks run -15..16
@@ -100,17 +104,30 @@ def layout_weights(layout: str, N: int, K: int, seed: int):
     return torch.randint(0, 32, (N, K), generator=g), d, m.half().float() if layout == "min5h" else m, group
 
 
+def int8_times_half(N: int, blocks: int, g: torch.Generator) -> torch.Tensor:
+    """d [N, blocks] as Q6_K writes it: an int8 sc per block of 16 times a float16 D per 16 blocks, the largest |sc|
+    of each 16 at -128 (llama.cpp's quantizer) or, in every other row, at 127 (others'), some D negative."""
+    sc = torch.randint(-100, 100, (N, blocks // 16, 16), generator=g).float()
+    sc[:, :, 3] = torch.where(torch.arange(N)[:, None] % 2 == 0, -128.0, 127.0)
+    D = (torch.rand(N, blocks // 16, 1, generator=g) * 2e-5 + 1e-6).half().float()
+    D[::3] *= -1
+    return (sc * D).view(N, blocks)
+
+
 LAYOUTS = {"wide": ("8-bit, float32 d and m", 10.0), "sym8h": ("8-bit, float16 d", 8.5),
            "sym8f": ("8-bit, float32 d", 10.0), "sym5h": ("5-bit, float16 d", 5.5),
-           "min5h": ("5-bit, float16 d and m", 6.0), "min5f": ("5-bit, float32 d and m", 7.0)}
+           "min5h": ("5-bit, float16 d and m", 6.0), "min5f": ("5-bit, float32 d and m", 7.0),
+           "sym6f": ("6-bit, float32 d", 8.0), "sym6i": ("6-bit, int8 x float16 d", 6.5625),
+           "sym8i": ("8-bit, int8 x float16 d", 8.5625)}
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("digits", [1, 2])
 def test_each_layout_computes_with_the_same_weights(lib, layout, digits):
     """pack() picks the most compact layout that holds the weights exactly (bits a weight as GGUF's Q8_0 8.5,
-    Q5_0 5.5), unpack() gives back the same weights, and the kernel matches its reference and the float matmul."""
-    N, K = 48, 640
+    Q5_0 5.5, Q6_K 6.5625), unpack() gives back the same weights, and the kernel matches its reference and the
+    float matmul."""
+    N, K = 48, 768
     q, d, m, group = layout_weights(layout, N, K, 11)
     w = k.pack(q, d, m, group)
     name, bits_per_weight = LAYOUTS[layout]
@@ -131,6 +148,34 @@ def test_each_layout_computes_with_the_same_weights(lib, layout, digits):
     assert float((y.double() - exact).norm() / exact.norm()) < (0.02 if digits == 1 else 0.004)
     # a row alone equals the same row among others
     assert all(torch.equal(k.w8a8_linear(x[i:i + 1].contiguous(), w, digits, lib=lib), y[i:i + 1]) for i in range(6))
+
+
+def test_a_weight_off_the_6_bit_window_or_scales_off_int8_keep_the_wider_layout():
+    q, d, m, group = layout_weights("sym6i", 16, 512, 3)
+    assert k.pack(q, d, m, group).layout == "6-bit, int8 x float16 d"
+    q2 = q.clone()
+    q2[5, 9] = 128 + 32                                     # one value 32 steps above zero
+    assert k.pack(q2, d, m, group).layout == "8-bit, int8 x float16 d"
+    d2 = d.clone()
+    d2[2, 17] *= 1 + 2 ** -20                               # one block's d no longer an int8 times its D
+    assert k.pack(q, d2, -128 * d2, group).layout == "6-bit, float32 d"
+    assert torch.equal(k.unpack(k.pack(q, d2, -128 * d2, group))[1], d2)
+
+
+def test_the_6_bit_layout_equals_the_8_bit_one():
+    """Q6_K's weights in the 6-bit layout with int8 scales give the same products as in the 8-bit float32 one
+    (d * sc is exact in float32; the integer dot products differ by the zero point, whose sums are exact too)."""
+    q, d, m, group = layout_weights("sym6i", 32, 1024, 4)
+    six = k.pack(q, d, m, group)
+    q8 = q.clone()
+    q8[0, 0] = 255                                          # off the 6-bit window: the 8-bit layout
+    eight = k.pack(q8, d, m, group)
+    assert six.bits == 6 and eight.bits == 8
+    x = (torch.randn(5, 1024, generator=torch.Generator().manual_seed(2))).to(torch.bfloat16)
+    x[:, 0] = 0                                             # the one weight that differs meets a zero
+    for digits in (1, 2):
+        a, b = k.w8a8_linear(x, six, digits).float(), k.w8a8_linear(x, eight, digits).float()
+        assert bool(((a - b).abs() <= a.abs() * 2 ** -7 + 1e-6).all())
 
 
 def test_a_weight_off_the_5_bit_window_keeps_8_bits():

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from sglite.kernels import head_refine_cpu
+from sglite.kernels import head_refine_cpu, w8a8_cpu
 from sglite.runtime.gguf_blocks import BLOCK, block_grid_from_gguf
 from sglite.runtime.gguf_container import GGUFContainer
 from sglite.runtime.gguf_loader import GGUFFile
 from sglite.runtime.grid_matrix import GridMatrix
-from sglite.runtime.linear import StackedLinear, make_linear
+from sglite.runtime.linear import StackedLinear, W8A8Linear, make_linear, make_linear_from_grid
 
 from .gguf_blocks import block_tensor, dequantized
 from .test_gguf_quants import _write
@@ -129,3 +129,25 @@ def _logits(net, ids: torch.Tensor) -> torch.Tensor:
     fb = ForwardBatch.build([ids.tolist()], [0], [0], torch.arange(1, len(ids) + 1), table,
                             logits_indices=torch.arange(len(ids)))
     return net.forward(fb, attn)
+
+
+@pytest.mark.skipif(w8a8_cpu.isa() != "avx512_vnni", reason="the W8A8 kernel runs Q6_K where it is built with VNNI")
+def test_q6_k_from_the_file_runs_at_its_own_6_5625_bits():
+    """A Q6_K tensor's grid from its bytes, as llama-quantize writes the scales (each 16's largest |sc| at -128),
+    runs in the W8A8 kernel's 6-bit layout with the file's int8 scales and float16 d: the bytes a decode step reads
+    are the file's, and the weights are the file's exact values."""
+    rows, cols = 64, 1024
+    raw = block_tensor("Q6_K", rows, cols, seed=3).reshape(rows, cols // 256, 210)
+    raw[:, :, 192 + 5] = np.uint8(128)                      # sc = -128 (int8) in each block's sixth sub-block
+    raw = raw.reshape(rows, -1)
+    ref = torch.from_numpy(dequantized("Q6_K", raw).reshape(rows, cols))
+    grid = block_grid_from_gguf(raw, "Q6_K", (rows, cols))
+    layer = make_linear_from_grid(grid, lambda: ref, None, "w4a16")
+    assert isinstance(layer, W8A8Linear) and layer.weights.layout == "6-bit, int8 x float16 d"
+    assert layer.nbytes == raw.nbytes                       # 210 bytes per 256 weights: 6.5625 bits
+    q, d, m = w8a8_cpu.unpack(layer.weights)
+    back = (q.double().view(rows, -1, 16) * d.double()[..., None] + m.double()[..., None]).view(rows, cols)
+    assert torch.equal(back, ref.double())
+    x = torch.randn(3, cols, generator=torch.Generator().manual_seed(0)).bfloat16()
+    exact = x.double() @ ref.double().T
+    assert float((layer(x).double() - exact).norm() / exact.norm()) < 0.004

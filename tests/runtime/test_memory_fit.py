@@ -27,7 +27,7 @@ def test_estimates_follow_the_formats(tmp_path):
     fp32 = _need(tmp_path, "Q4_K", WeightPlan("fp32", "fp32"))
     assert four.weights < two.weights < fp32.weights
     assert weight_bytes("Q4_K", "w4a8", 1000, vnni=True) == pytest.approx(625)
-    assert weight_bytes("Q6_K", "w4a8", 1000, vnni=True) == pytest.approx(1250)
+    assert weight_bytes("Q6_K", "w4a8", 1000, vnni=True) == pytest.approx(820.3125)   # 6.5625 bits
     assert weight_bytes("Q6_K", "w4a8", 1000, vnni=False) == 1000       # int8 per channel without VNNI
     assert four.peak == four.weights + four.transient + four.kv + four.runtime
 

@@ -136,20 +136,16 @@ def _int8_scales(d: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
         return None
     v = d.view(N, ng // 16, 16)
     top = v.gather(-1, v.abs().argmax(-1, keepdim=True))                       # [N, S, 1] the largest |d|, signed
-    best_sc = best_D = None
+    found = []
     for div in (-128.0, 127.0):
         D = (top / div).half().float()
         sc = torch.where(D == 0, torch.zeros_like(v), v / torch.where(D == 0, torch.ones_like(D), D)).round()
-        ok = ((sc >= -128) & (sc <= 127) & (sc * D == v)).all(-1, keepdim=True)   # [N, S, 1]
-        if best_sc is None:
-            best_sc, best_D, best_ok = sc, D, ok
-        else:
-            best_sc = torch.where(best_ok, best_sc, sc)
-            best_D = torch.where(best_ok, best_D, D)
-            best_ok = best_ok | ok
-    if not bool(best_ok.all()):
+        found.append((sc, D, ((sc >= -128) & (sc <= 127) & (sc * D == v)).all(-1, keepdim=True)))   # ok [N, S, 1]
+    (sc, D, ok), (sc2, D2, ok2) = found
+    if not bool((ok | ok2).all()):
         return None
-    return best_sc.to(torch.int8).view(N, ng), best_D.squeeze(-1).half()
+    sc, D = torch.where(ok, sc, sc2), torch.where(ok, D, D2)
+    return sc.to(torch.int8).view(N, ng), D.squeeze(-1).half()
 
 
 def _pack5(q: torch.Tensor, T: int, K: int) -> torch.Tensor:

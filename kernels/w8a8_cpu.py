@@ -168,6 +168,12 @@ def _bit_bytes(bits: torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(packed).reshape(*bits.shape[:-2], 64)
 
 
+def _byte_bits(masks: torch.Tensor) -> torch.Tensor:
+    """_bit_bytes' inverse: [..., 64] uint8 (8 little-endian uint64 masks) -> [..., 8, 64] 0/1 as int64."""
+    bits = np.unpackbits(masks.contiguous().numpy().reshape(*masks.shape[:-1], 8, 8), axis=-1, bitorder="little")
+    return torch.from_numpy(bits).to(torch.int64)
+
+
 def _pack6(q: torch.Tensor, T: int, K: int) -> torch.Tensor:
     """q [N, K] uint8 0..63 -> [N, K * 6/8]: per tile and block of 16, 128 bytes of nibbles (half h, row, j), then
     8 uint64 masks, mask 2c + p for quad c (w8a8_cpu.c): a low nibble holds q & 15, its masks q's bits 4 and 5; a
@@ -186,8 +192,7 @@ def _unpack6(qw: torch.Tensor, T: int, K: int) -> torch.Tensor:
     nb = K // 16
     blk = qw.view(T, nb, 192)
     nib = blk[..., :128].view(T, nb, 2, 16, 4).permute(0, 1, 3, 2, 4).to(torch.int64)   # tile, block, row, h, j
-    masks = (blk[..., 128:].view(T, nb, 8, 8).to(torch.int64) << (8 * torch.arange(8))).sum(-1)   # [T, nb, 8]
-    bits = ((masks[..., None] >> torch.arange(64)) & 1).view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4)  # row, 2c+p, j
+    bits = _byte_bits(blk[..., 128:]).view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4)   # row, 2c+p, j
     bits = bits.reshape(T, nb, 16, 2, 4, 4)                                       # row, h, plane, j
     first = (nib & 15) | bits[..., 0, :] << 4 | bits[..., 1, :] << 5
     second = (nib >> 4) << 2 | bits[..., 2, :] << 1 | bits[..., 3, :]
@@ -199,8 +204,7 @@ def _unpack5(qw: torch.Tensor, T: int, K: int) -> torch.Tensor:
     nb = K // 32
     blk = qw.view(T, nb, 320)
     nib = blk[..., :256].view(T, nb, 4, 16, 4).permute(0, 1, 3, 2, 4).to(torch.int64)   # tile, block, row, h, j
-    masks = (blk[..., 256:].view(T, nb, 8, 8).to(torch.int64) << (8 * torch.arange(8))).sum(-1)   # [T, nb, 8]
-    bits = ((masks[..., None] >> torch.arange(64)) & 1).view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4)  # row, c, j
+    bits = _byte_bits(blk[..., 256:]).view(T, nb, 8, 16, 4).permute(0, 1, 3, 2, 4)   # row, c, j
     first = (nib & 15) | bits[..., 0::2, :] << 4
     second = (nib >> 4) << 1 | bits[..., 1::2, :]
     q = torch.stack([first, second], -2).reshape(T, nb, 16, 32)         # (h, half, j)
